@@ -1,0 +1,52 @@
+"""The in-memory dataset every reader returns, and where task data lives on disk."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+
+@dataclass
+class TaskData:
+    """A whole dataset in memory, as tensors, exactly as read from its distribution files.
+
+    Images keep their stored dtype (uint8 for MNIST/CIFAR, float for digits) and layout N,C,H,W; recipes
+    normalize on the device. Labels are int64 class indices.
+    """
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    eval_x: torch.Tensor
+    eval_y: torch.Tensor
+    num_classes: int
+    official: bool = True  # False when the files do not match the official checksums (--allow-custom-data)
+    source: str = ""  # where the data came from: a folder, a package, ...
+    notes: list[str] = field(default_factory=list)  # e.g. which files failed the checksum
+
+    def __post_init__(self) -> None:
+        if len(self.train_x) != len(self.train_y) or len(self.eval_x) != len(self.eval_y):
+            raise ValueError("images and labels differ in count")
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.train_x.shape[1:])
+
+
+def data_cache_root() -> Path:
+    """``$DAYBREAK_DATA`` if set, else the user cache dir (e.g. ~/.cache/daybreak/data)."""
+    env = os.environ.get("DAYBREAK_DATA")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("daybreak")) / "data"
+
+
+def task_data_dir(task: str, data_dir: str | os.PathLike | None) -> Path:
+    """``--data-dir`` if given (the folder that holds the task's files themselves), else ``<cache>/<task>/``."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    return data_cache_root() / task

@@ -1,0 +1,111 @@
+"""What a result ran on: CPU, memory, GPUs, OS and library versions. Every record embeds one."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from functools import lru_cache
+
+from pydantic import BaseModel
+
+
+class GpuInfo(BaseModel):
+    name: str
+    memory_gb: float
+    capability: str | None = None
+
+
+class SystemInfo(BaseModel):
+    os: str
+    platform: str
+    python: str
+    torch: str
+    daybreak: str
+    numpy: str | None = None
+    cpu_model: str
+    cpu_cores_physical: int | None
+    cpu_threads_logical: int | None
+    torch_threads: int
+    ram_gb: float | None
+    gpu_count: int
+    gpus: list[GpuInfo]
+    cuda: str | None = None
+    cudnn: str | None = None
+    accelerator: str  # "cuda", "mps" or "cpu": what torch can use on this machine
+
+    def hardware_summary(self) -> str:
+        """A DAWNBench-style hardware string, e.g. '1 x NVIDIA H100 80GB HBM3' or '2-core Intel Xeon ...'."""
+        if self.gpus:
+            names = {g.name for g in self.gpus}
+            return "; ".join(f"{sum(g.name == n for g in self.gpus)} x {n}" for n in sorted(names))
+        cores = self.cpu_cores_physical or self.cpu_threads_logical or 0
+        return f"{cores}-core {self.cpu_model} (CPU only)"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        try:
+            import subprocess
+
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5)
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except Exception:  # noqa: BLE001 - best effort only
+            pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+@lru_cache(maxsize=1)
+def _static_info() -> dict:
+    import numpy
+    import psutil
+    import torch
+
+    import daybreak
+
+    gpus: list[GpuInfo] = []
+    cuda_version = cudnn_version = None
+    accelerator = "cpu"
+    if torch.cuda.is_available():
+        accelerator = "cuda"
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            gpus.append(GpuInfo(name=p.name, memory_gb=round(p.total_memory / 2**30, 2), capability=f"{p.major}.{p.minor}"))
+        cuda_version = torch.version.cuda or getattr(torch.version, "hip", None)
+        if torch.backends.cudnn.is_available():
+            cudnn_version = str(torch.backends.cudnn.version())
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        accelerator = "mps"
+        gpus.append(GpuInfo(name=f"Apple MPS ({platform.machine()})", memory_gb=0.0))
+    ram = psutil.virtual_memory().total
+    return dict(
+        os=f"{platform.system()} {platform.release()}",
+        platform=platform.platform(),
+        python=platform.python_version(),
+        torch=torch.__version__,
+        daybreak=daybreak.__version__,
+        numpy=numpy.__version__,
+        cpu_model=_cpu_model(),
+        cpu_cores_physical=psutil.cpu_count(logical=False),
+        cpu_threads_logical=psutil.cpu_count(logical=True) or os.cpu_count(),
+        ram_gb=round(ram / 2**30, 2) if ram else None,
+        gpu_count=len(gpus) if accelerator == "cuda" else 0,
+        gpus=gpus,
+        cuda=cuda_version,
+        cudnn=cudnn_version,
+        accelerator=accelerator,
+    )
+
+
+def system_info() -> SystemInfo:
+    import torch
+
+    return SystemInfo(torch_threads=torch.get_num_threads(), **_static_info())

@@ -1,0 +1,54 @@
+"""mnist: a narrow BN CNN tuned for time-to-target on CPU as well as GPU (99% top-1 on t10k)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from daybreak.data.base import TaskData
+from daybreak.models import create_model
+from daybreak.recipes import RECIPES, Recipe, TrainSetup
+from daybreak.recipes.common import random_translate, triangular
+
+HYPERPARAMETERS: dict[str, Any] = dict(
+    batch_size=128,        # ~470 steps/epoch on 60k images: enough updates per second on 2 CPU cores
+    epochs=8,              # 99% usually lands in epochs 2-4; the tail of the schedule is insurance
+    lr=0.1,                # peak Nesterov SGD lr with BN
+    momentum=0.9,
+    weight_decay=5e-4,
+    peak_at=0.15,          # short warm-up, long linear decay (one-cycle-like)
+    label_smoothing=0.1,
+    width=24,              # 24/48/96 channels: the smallest width that still clears 99%
+    augment=True,          # +-2 pixel translation; MNIST digits are centred, shifts are the natural jitter
+)
+
+
+def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetup:
+    model = create_model("mnist_cnn", num_classes=data.num_classes, width=hp["width"]).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=hp["lr"], momentum=hp["momentum"], nesterov=True,
+                                weight_decay=hp["weight_decay"])
+
+    def prepare(x: torch.Tensor) -> torch.Tensor:
+        return (x.float() / 255.0 - 0.1307) / 0.3081  # the usual MNIST mean/std
+
+    def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return random_translate(x, 2, generator)
+
+    return TrainSetup(
+        model=model,
+        optimizer=optimizer,
+        lr_multiplier=triangular(hp["peak_at"]),
+        loss_fn=lambda logits, y: F.cross_entropy(logits, y, label_smoothing=hp["label_smoothing"]),
+        prepare=prepare,
+        augment=augment if hp["augment"] else None,
+    )
+
+
+RECIPES.add("mnist", Recipe(
+    name="mnist", task="mnist", model="mnist_cnn",
+    summary="narrow BN CNN, Nesterov SGD, one-cycle-like lr, translate augmentation",
+    defaults=HYPERPARAMETERS, build=build, lr_scaling="linear",
+    switches=("augment",),
+))

@@ -1,0 +1,69 @@
+"""DAWNBench v1 view of a run: the training submission JSON and its per-epoch TSV.
+
+Format as in the competition's submissions: JSON with version, author, authorEmail, framework, codeURL,
+model, hardware, costPerHour, timestamp (YYYY-MM-DD), misc; a tab-separated TSV with the header
+``epoch  hours  top1Accuracy[  top5Accuracy]`` and accuracies in percent.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from daybreak.fileio import atomic_write_json, atomic_write_text
+from daybreak.records.run import RunResult
+
+JSON_FILE = "dawnbench.json"
+TSV_FILE = "dawnbench.tsv"
+CODE_URL = "https://pypi.org/project/daybreak/"
+
+
+def _epoch_cell(epoch: float) -> str:
+    return str(int(epoch)) if float(epoch).is_integer() else f"{epoch:.4f}"
+
+
+def tsv_text(result: RunResult) -> str:
+    has_top5 = any(h.top5 is not None for h in result.history)
+    out = io.StringIO()
+    out.write("epoch\thours\ttop1Accuracy" + ("\ttop5Accuracy" if has_top5 else "") + "\n")
+    for h in result.history:
+        row = [_epoch_cell(h.epoch), f"{h.elapsed_s / 3600.0:.8f}", f"{h.top1 * 100:.2f}"]
+        if has_top5:
+            row.append(f"{(h.top5 or 0.0) * 100:.2f}")
+        out.write("\t".join(row) + "\n")
+    return out.getvalue()
+
+
+def submission_json(result: RunResult, *, author: str = "", author_email: str = "", code_url: str = CODE_URL) -> dict:
+    return {
+        "version": "v1.0",
+        "author": author,
+        "authorEmail": author_email,
+        "framework": result.framework,
+        "codeURL": code_url,
+        "model": result.model,
+        "hardware": result.system.hardware_summary(),
+        "costPerHour": result.cost_per_hour,
+        "timestamp": result.started_at.strftime("%Y-%m-%d"),
+        "misc": {
+            "daybreakTask": result.task,
+            "recipe": result.recipe,
+            "seed": result.seed,
+            "targetPercent": round(result.target * 100, 4),
+            "official": result.official,
+            "status": result.status,
+            "device": result.device,
+            "amp": result.amp,
+            "worldSize": result.world_size,
+            "batchSize": result.global_batch_size,
+            "hyperparameters": result.hyperparameters,
+            "instance": result.instance,
+            "commandLine": " ".join(result.command),
+        },
+    }
+
+
+def write_dawnbench(result: RunResult, run_dir: str | Path, **submission_fields: str) -> None:
+    run_dir = Path(run_dir)
+    atomic_write_json(run_dir / JSON_FILE, submission_json(result, **submission_fields))
+    atomic_write_text(run_dir / TSV_FILE, tsv_text(result))

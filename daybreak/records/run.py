@@ -1,0 +1,125 @@
+"""RunResult: the one typed record of a time-to-accuracy run. Everything downstream reads this, not logs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from daybreak.errors import RecordError
+from daybreak.fileio import atomic_write_text
+from daybreak.measure.system import SystemInfo
+
+RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
+
+RESULT_FILE = "result.json"
+
+
+class EpochRecord(BaseModel):
+    """One evaluation. ``elapsed_s`` is the training clock (see ClockRules) when the evaluation finished."""
+
+    epoch: float  # epochs of training done when evaluated (fractional with --eval-every-steps)
+    step: int  # optimizer steps done
+    elapsed_s: float
+    accuracy: float  # fraction 0..1 of the task's metric (top-1 unless the task says otherwise)
+    top1: float
+    top5: float | None = None
+    train_loss: float | None = None  # mean training loss since the previous evaluation
+    eval_s: float  # how long this evaluation took (wall, device synchronized)
+
+
+class ClockRules(BaseModel):
+    starts: str = "when the training loop first touches training data (after dataset load, model build, warm-up)"
+    init_excluded: bool = True  # dataset load, model construction, compile/warm-up: recorded as init_s
+    eval_included: bool = False  # --count-eval: evaluation time counts toward time-to-target
+    checkpoint_included: bool = False  # saving checkpoint.pt never counts
+    stops: str = "at the end of the first evaluation whose accuracy is at or above the target"
+    device_synchronized: bool = True  # the device is synchronized before every clock read
+    timer: str = "time.perf_counter_ns"
+
+
+class RunResult(BaseModel):
+    schema_version: int = 1
+    kind: Literal["daybreak.run"] = "daybreak.run"
+    run_id: str
+    task: str
+    recipe: str
+    model: str
+    framework: str  # e.g. "PyTorch 2.13.0"
+    metric: str  # "top1" / "top5"
+    target: float  # fraction
+    target_is_default: bool
+    official: bool
+    unofficial_reasons: list[str] = Field(default_factory=list)
+    hyperparameters: dict[str, Any]
+    seed: int
+    device: str
+    amp: str
+    compile: bool
+    threads: int | None = None
+    world_size: int = 1
+    nodes: int = 1
+    backend: str | None = None
+    per_device_batch_size: int | None = None
+    global_batch_size: int | None = None
+    stop_at_target: bool = True
+    eval_every_epochs: int | None = 1
+    eval_every_steps: int | None = None
+
+    status: RunStatus = "running"
+    reached: bool = False
+    message: str | None = None
+    time_to_target_s: float | None = None
+    epochs_to_target: float | None = None
+    steps_to_target: int | None = None
+    final_accuracy: float | None = None
+    best_accuracy: float | None = None
+    init_s: float | None = None
+    train_s: float = 0.0  # training clock so far (excludes eval unless eval_included)
+    eval_s: float = 0.0  # total evaluation time
+    total_s: float | None = None  # wall time of the whole command, init included
+    history: list[EpochRecord] = Field(default_factory=list)
+
+    cost_per_hour: float | None = None
+    instance: str | None = None
+    price_date: str | None = None
+    cost_usd: float | None = None  # time_to_target hours x cost_per_hour
+
+    clock: ClockRules = Field(default_factory=ClockRules)
+    system: SystemInfo
+    data_source: str = ""
+    data_notes: list[str] = Field(default_factory=list)
+    started_at: datetime
+    finished_at: datetime | None = None
+    command: list[str] = Field(default_factory=list)
+    checkpoint: str | None = None  # file name in the run dir of the model at first target reach
+
+    @property
+    def time_to_target_hours(self) -> float | None:
+        return None if self.time_to_target_s is None else self.time_to_target_s / 3600.0
+
+    def save(self, run_dir: str | Path) -> Path:
+        return atomic_write_text(Path(run_dir) / RESULT_FILE, self.model_dump_json(indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RunResult":
+        """Load from a run directory or a result.json path, with one-line errors."""
+        path = Path(path)
+        file = path / RESULT_FILE if path.is_dir() else path
+        if not file.exists():
+            raise RecordError(f"{path}: no {RESULT_FILE} here; is this a daybreak run directory?")
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise RecordError(f"{file}: not readable JSON ({e})") from None
+        if not isinstance(data, dict) or data.get("kind") != "daybreak.run":
+            raise RecordError(f"{file}: not a daybreak run record (kind {data.get('kind') if isinstance(data, dict) else None!r})")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise RecordError(f"{file}: invalid run record: {where}: {first['msg']}") from None

@@ -1,0 +1,151 @@
+"""CLI: `daybreak run`, `show`, `tasks`, `recipes`, `instances`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from pathlib import Path
+
+from daybreak.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="train a reference recipe to the task's target accuracy and record time and cost to reach it",
+        description="Train a recipe until its first evaluation at or above the target accuracy; record "
+                    "time-to-target (training clock: starts at the first touch of training data, excludes init and, "
+                    "by default, evaluation), cost-to-target and a checkpoint, in a run directory.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("task", nargs="?", default="digits", help="task name (see `daybreak tasks`)")
+    p.add_argument("--recipe", help="recipe name (default: the task's reference recipe; see `daybreak recipes`)")
+    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE", default=[],
+                   help="override a recipe hyperparameter, e.g. --set epochs=20 (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seeds every RNG; the same seed gives the same data order")
+    p.add_argument("--target", type=float, help="target accuracy as a fraction or percent (default: the task's); "
+                                                "a non-default target makes the run unofficial")
+    p.add_argument("--data-dir", type=Path, help="folder holding the task's files themselves "
+                                                 "(default: $DAYBREAK_DATA/<task> or the user cache dir)")
+    p.add_argument("--allow-custom-data", action="store_true",
+                   help="accept files that do not match the official checksums (run recorded official: false)")
+    p.add_argument("--no-download", action="store_true", help="never download; fail if the files are missing")
+    p.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<recipe>-<timestamp>)")
+    p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps (auto: CUDA > MPS > CPU)")
+    p.add_argument("--amp", default="auto", choices=["auto", "off", "bf16", "fp16"],
+                   help="autocast precision (auto: bf16/fp16 on CUDA, off elsewhere)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (compile time counts as init)")
+    p.add_argument("--threads", type=int, help="torch intra-op CPU threads")
+    p.add_argument("--eval-every", dest="eval_every_epochs", type=int, default=1, metavar="N",
+                   help="evaluate every N epochs")
+    p.add_argument("--eval-every-steps", type=int, metavar="N", help="evaluate every N optimizer steps instead")
+    p.add_argument("--count-eval", action="store_true", help="count evaluation time in time-to-target")
+    p.add_argument("--full-schedule", action="store_true", help="train the whole schedule instead of stopping at the target")
+    p.add_argument("--cost-per-hour", type=float, metavar="USD", help="price of the machine per hour")
+    p.add_argument("--instance", metavar="NAME", help="take the price from the catalog (see `daybreak instances`)")
+    p.add_argument("--author", default=None, help="author for the DAWNBench JSON (default: your user name)")
+    p.add_argument("--author-email", default="", help="author e-mail for the DAWNBench JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="print the summary of a run directory")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--json", action="store_true", help="print result.json")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("tasks", help="list tasks with their targets")
+    p.set_defaults(func=cmd_tasks)
+    p = sub.add_parser("recipes", help="list recipes with their hyperparameters")
+    p.add_argument("name", nargs="?", help="show one recipe's hyperparameters")
+    p.set_defaults(func=cmd_recipes)
+    p = sub.add_parser("instances", help="list the price catalog used by --instance")
+    p.set_defaults(func=cmd_instances)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from daybreak.recipes import default_recipe_for, get_recipe, parse_overrides
+    from daybreak.records.summary import format_summary
+    from daybreak.tasks import get_task
+    from daybreak.train.runner import EXIT_CODES, RunConfig, run
+
+    task = get_task(args.task)
+    recipe = get_recipe(args.recipe or default_recipe_for(task.name))
+    overrides = parse_overrides(args.overrides, recipe.defaults)
+    config = RunConfig(
+        task=task.name, recipe=recipe.name, overrides=overrides, seed=args.seed, target=args.target,
+        data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
+        out=args.out, device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
+        eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
+        count_eval=args.count_eval, full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour,
+        instance=args.instance, quiet=args.quiet, author=args.author if args.author is not None else _user(),
+        author_email=args.author_email, command=["daybreak", *sys.argv[1:]],
+    )
+    result = run(config)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    elif not args.quiet:
+        print(format_summary(result, str(config.out)))
+    if result.status != "reached":
+        print(f"daybreak: {result.status}: {result.message}", file=sys.stderr)
+    return EXIT_CODES[result.status]
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name is fine
+        return ""
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from daybreak.records.run import RunResult
+    from daybreak.records.summary import format_summary
+
+    result = RunResult.load(args.run_dir)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(format_summary(result, str(args.run_dir)))
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from daybreak.recipes import recipe_names, get_recipe
+    from daybreak.tasks import TASKS
+
+    print(f"{'task':<10} {'target':>14}  {'recipes':<12} eval split / files")
+    for name in TASKS:
+        t = TASKS.get(name)
+        recipes = ",".join(r for r in recipe_names() if get_recipe(r).task == name) or "-"
+        print(f"{name:<10} {t.target * 100:>8.2f}% {t.metric:<5} {recipes:<12} {t.eval_split}; files: {t.files}")
+    return 0
+
+
+def cmd_recipes(args: argparse.Namespace) -> int:
+    from daybreak.recipes import get_recipe, recipe_names
+
+    if args.name:
+        r = get_recipe(args.name)
+        print(f"{r.name}: task {r.task}, model {r.model} - {r.summary}")
+        print(f"  lr scaling with devices: {r.lr_scaling}; switchable: {', '.join(r.switches) or '-'}")
+        print(json.dumps(r.defaults, indent=2))
+        return 0
+    for name in recipe_names():
+        r = get_recipe(name)
+        print(f"{name:<10} task {r.task:<8} model {r.model:<16} {r.summary}")
+    return 0
+
+
+def cmd_instances(args: argparse.Namespace) -> int:
+    from daybreak.pricing import catalog
+
+    print(f"{'name':<24} {'$/hour':>8}  {'price of':<10}  hardware")
+    for item in catalog().values():
+        print(f"{item.name:<24} {item.usd_per_hour:>8.3f}  {item.price_date:<10}  {item.hardware} ({item.provider} {item.region})")
+    return 0
+
+
+__all__ = ["register", "ConfigError"]

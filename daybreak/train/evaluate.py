@@ -1,0 +1,44 @@
+"""Batched evaluation: top-1 (and top-5) accuracy of a model on a prepared eval set."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from daybreak.measure.device import autocast
+
+
+@torch.inference_mode()
+def evaluate(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    device: torch.device,
+    amp: str = "off",
+    batch_size: int = 1024,
+    predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
+    top5: bool = False,
+) -> tuple[float, float | None]:
+    """Returns (top1, top5 or None) as fractions. ``x``/``y`` may live on the host or the device."""
+    was_training = model.training
+    model.eval()
+    correct1 = torch.zeros((), dtype=torch.long, device=device)
+    correct5 = torch.zeros((), dtype=torch.long, device=device)
+    try:
+        for i in range(0, len(x), batch_size):
+            xb = x[i : i + batch_size].to(device, non_blocking=True)
+            yb = y[i : i + batch_size].to(device, non_blocking=True)
+            with autocast(device, amp):
+                logits = predict(model, xb) if predict is not None else model(xb)
+            logits = logits.float()
+            correct1 += (logits.argmax(dim=1) == yb).sum()
+            if top5:
+                k = min(5, logits.shape[1])
+                correct5 += (logits.topk(k, dim=1).indices == yb.unsqueeze(1)).any(dim=1).sum()
+    finally:
+        model.train(was_training)
+    n = max(len(x), 1)
+    return correct1.item() / n, (correct5.item() / n if top5 else None)
