@@ -1,0 +1,108 @@
+"""An airbench-style fast network for 32x32 images (CIFAR-10), written for daybreak.
+
+Layout (the ideas follow Keller Jordan's airbench; the code is our own)::
+
+    input 3x32x32
+    2x2 conv, no padding, 3 -> 24   "patch whitening": 12 eigen-patches of the data and their negatives, frozen
+    GELU                            31x31
+    block(24 -> 64)                 conv3x3 - maxpool2 - BN - GELU - conv3x3 - BN - GELU    -> 15x15
+    block(64 -> 256)                                                                       -> 7x7
+    block(256 -> 256)                                                                      -> 3x3
+    global max pool, linear (no bias), fixed logit scale
+
+BatchNorm layers keep their scale fixed at 1 and learn only their shift (the convs before them are scale-free,
+so a learned scale adds little), and they update their running statistics quickly (momentum 0.4) because a
+training run lasts only a few hundred steps. Under autocast the convs run in bf16/fp16 while BN runs in
+float32 (its parameters are float32 and autocast computes batch_norm in float32).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from daybreak.models import register_model
+
+WHITENING_EPS = 5e-4  # added to each eigenvalue before 1/sqrt: keeps the flattest eigen-patches from blowing up
+WHITENING_IMAGES = 5000  # the patch covariance of 5,000 images (~4.8M patches) is as good as all 50,000
+
+
+class ConvBlock(nn.Module):
+    """conv3x3 -> maxpool 2 -> BN -> GELU -> conv3x3 -> BN -> GELU."""
+
+    def __init__(self, c_in: int, c_out: int, bn_momentum: float, bn_scale_trainable: bool):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1, bias=False)
+        self.pool = nn.MaxPool2d(2)
+        self.norm1 = nn.BatchNorm2d(c_out, momentum=bn_momentum)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1, bias=False)
+        self.norm2 = nn.BatchNorm2d(c_out, momentum=bn_momentum)
+        self.act = nn.GELU()
+        for conv in (self.conv1, self.conv2):
+            # Identity-like start: the first c_in output channels pass their input channel through unchanged,
+            # so the untrained net already forwards the whitened signal instead of random projections of it.
+            with torch.no_grad():
+                nn.init.dirac_(conv.weight[: min(conv.in_channels, conv.out_channels)])
+        for norm in (self.norm1, self.norm2):
+            norm.weight.requires_grad_(bn_scale_trainable)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act(self.norm1(self.pool(self.conv1(x))))
+        return self.act(self.norm2(self.conv2(x)))
+
+
+class AirbenchNet(nn.Module):
+    def __init__(self, num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256),
+                 eigen_patches: int = 12, logit_scale: float = 1 / 9, bn_momentum: float = 0.4,
+                 bn_scale_trainable: bool = False):
+        super().__init__()
+        self.eigen_patches = eigen_patches
+        self.whiten = nn.Conv2d(3, 2 * eigen_patches, kernel_size=2, padding=0, bias=True)
+        self.act = nn.GELU()
+        blocks, c_in = [], 2 * eigen_patches
+        for width in widths:
+            blocks.append(ConvBlock(c_in, width, bn_momentum, bn_scale_trainable))
+            c_in = width
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveMaxPool2d(1)
+        self.head = nn.Linear(c_in, num_classes, bias=False)
+        self.logit_scale = logit_scale  # a constant, not a parameter: tempers the logits the loss sees
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.act(self.whiten(x)))
+        return self.head(self.pool(x).flatten(1)) * self.logit_scale
+
+    @torch.no_grad()
+    def init_whitening(self, train_images_prepared: torch.Tensor, max_images: int = WHITENING_IMAGES,
+                       eps: float = WHITENING_EPS) -> None:
+        """Set the 2x2 first layer to whiten the data's patches, then freeze its weights.
+
+        With C the covariance of all 2x2x3 patches of (up to ``max_images``) normalized training images and
+        C = V diag(lambda) V^T, filter k is v_k / sqrt(lambda_k + eps) for the ``eigen_patches`` largest
+        eigenvalues (of 12, so all of them by default); filters k + eigen_patches are their negatives, so
+        that GELU keeps both signs of each component. The bias subtracts the patch mean, so each of the first
+        ``eigen_patches`` output channels has mean 0 and variance lambda_k / (lambda_k + eps) ~ 1 on those
+        images, and different channels are uncorrelated. The bias stays trainable.
+        """
+        k = self.whiten.kernel_size
+        x = train_images_prepared[:max_images].float()
+        c = x.shape[1]
+        dim = c * k[0] * k[1]
+        # N, C, H', W', kh, kw -> N, H', W', C, kh, kw -> patches flattened in the conv weight's (C, kh, kw) order
+        patches = x.unfold(2, k[0], 1).unfold(3, k[1], 1).permute(0, 2, 3, 1, 4, 5).reshape(-1, dim)
+        mean = patches.mean(dim=0)
+        centred = patches - mean
+        cov = (centred.T @ centred).double() / max(len(centred) - 1, 1)
+        eigenvalues, eigenvectors = torch.linalg.eigh(cov)  # ascending
+        order = eigenvalues.argsort(descending=True)[: self.eigen_patches]
+        filters = eigenvectors[:, order].T / torch.sqrt(eigenvalues[order].clamp_min(0) + eps).unsqueeze(1)
+        weight = torch.cat([filters, -filters]).to(self.whiten.weight.dtype)
+        self.whiten.weight.copy_(weight.view_as(self.whiten.weight))
+        self.whiten.bias.copy_(-(weight @ mean.to(weight.dtype)))
+        self.whiten.weight.requires_grad_(False)
+
+
+@register_model("airbench_net")
+def airbench_net(num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256), **kwargs) -> AirbenchNet:
+    """~1.97M parameters (1,972,792 for 10 classes with the default widths), 3 blocks, 32x32 input."""
+    return AirbenchNet(num_classes=num_classes, widths=widths, **kwargs)

@@ -1,0 +1,209 @@
+"""The timed runner on the digits task: record contents, clock rules, statuses, views (TSV, JSON, mllog)."""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from mlperf_logging.compliance_checker.mlp_parser import ruleset_610 as mlp_parser
+
+from daybreak.cli import main
+from daybreak.records.run import RunResult
+from daybreak.train.evaluate import evaluate
+from daybreak.train.runner import RunConfig, run
+
+from conftest import single_line
+
+DAWNBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "dawnbench-entries"
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "digits"
+    result = run(RunConfig(out=out, quiet=True, cost_per_hour=3.6, command=["pytest"]))
+    return out, result
+
+
+def test_digits_reaches_target_and_records_it(digits_run):
+    out, result = digits_run
+    assert result.status == "reached" and result.reached
+    first_hit = next(h for h in result.history if h.accuracy >= 0.98)
+    # time-to-target is the training clock at the first evaluation at/above target, and the run stopped there
+    assert result.time_to_target_s == first_hit.elapsed_s
+    assert result.history[-1] is first_hit or result.history[-1] == first_hit
+    assert result.epochs_to_target == first_hit.epoch
+    assert all(h.accuracy < 0.98 for h in result.history[:-1])
+    # cost = hours x price
+    assert result.cost_usd == pytest.approx(result.time_to_target_s / 3600 * 3.6, rel=1e-12)
+    # clock bookkeeping: eval excluded by default, init recorded separately, everything inside total
+    assert result.clock.eval_included is False
+    assert result.init_s > 0 and result.eval_s == pytest.approx(sum(h.eval_s for h in result.history))
+    assert result.total_s > result.init_s + result.train_s + result.eval_s * 0.99
+    assert result.system.torch == torch.__version__ and result.system.cpu_model
+    # the file on disk is the same record
+    assert RunResult.load(out) == result
+    assert result.official and result.target == 0.98 and result.seed == 0
+
+
+def test_checkpoint_is_the_model_at_first_target(digits_run):
+    out, result = digits_run
+    from daybreak.recipes import get_recipe
+    from daybreak.tasks import get_task
+
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ckpt["task"] == "digits" and ckpt["accuracy"] == result.history[-1].accuracy
+    data = get_task("digits").load(None, False, False)
+    setup = get_recipe("digits").build(ckpt["hyperparameters"], data, torch.device("cpu"))
+    setup.model.load_state_dict(ckpt["state_dict"])
+    top1, _ = evaluate(setup.model, setup.prepare(data.eval_x), data.eval_y, device=torch.device("cpu"))
+    assert top1 == ckpt["accuracy"]
+
+
+def test_dawnbench_views_have_the_competition_format(digits_run):
+    out, result = digits_run
+    rows = list(csv.reader((out / "dawnbench.tsv").read_text().splitlines(), delimiter="\t"))
+    assert rows[0] == ["epoch", "hours", "top1Accuracy"]
+    assert len(rows) == len(result.history) + 1
+    for row, h in zip(rows[1:], result.history):
+        assert int(row[0]) == h.epoch
+        assert float(row[1]) == pytest.approx(h.elapsed_s / 3600, abs=1e-8)
+        assert float(row[2]) == pytest.approx(h.top1 * 100, abs=0.005)
+    hours = [float(r[1]) for r in rows[1:]]
+    assert hours == sorted(hours)
+    sub = json.loads((out / "dawnbench.json").read_text())
+    assert sub["costPerHour"] == 3.6 and sub["version"] == "v1.0"
+    expected = {"version", "author", "authorEmail", "framework", "codeURL", "model", "hardware", "costPerHour", "timestamp", "misc"}
+    assert set(sub) == expected
+    if DAWNBENCH.exists():  # the same top-level fields as the real competition files
+        real = json.loads((DAWNBENCH / "CIFAR10/train/davidcpage_resnet9_1v100-ec2_pytorch.json").read_text())
+        assert set(real) == expected
+
+
+def test_mllog_parses_with_mlperf_logging(digits_run):
+    out, result = digits_run
+    lines, errors = mlp_parser.parse_file(str(out / "mllog.log"))
+    assert errors == []
+    keys = [ll.key for ll in lines]
+    for key in ("init_start", "init_stop", "run_start", "epoch_start", "epoch_stop", "eval_start", "eval_stop",
+                "eval_accuracy", "run_stop", "submission_benchmark", "submission_org", "submission_division",
+                "submission_status", "submission_platform", "seed", "global_batch_size"):
+        assert key in keys, key
+    assert keys.index("init_stop") < keys.index("run_start") < keys.index("eval_accuracy") < keys.index("run_stop")
+    accs = [ll.value["value"] for ll in lines if ll.key == "eval_accuracy"]
+    assert accs == [h.accuracy for h in result.history]
+    assert [ll.value["metadata"]["epoch_num"] for ll in lines if ll.key == "eval_accuracy"] == [h.epoch for h in result.history]
+    stop = [ll for ll in lines if ll.key == "run_stop"][0]
+    assert stop.value["metadata"]["status"] == "success"
+    assert keys.count("epoch_start") == keys.count("epoch_stop")
+
+
+def test_same_seed_same_run_different_seed_differs(tmp_path):
+    a = run(RunConfig(out=tmp_path / "a", quiet=True, seed=7, full_schedule=True, overrides={"epochs": 2}))
+    b = run(RunConfig(out=tmp_path / "b", quiet=True, seed=7, full_schedule=True, overrides={"epochs": 2}))
+    c = run(RunConfig(out=tmp_path / "c", quiet=True, seed=8, full_schedule=True, overrides={"epochs": 2}))
+    assert [h.accuracy for h in a.history] == [h.accuracy for h in b.history]
+    assert [h.train_loss for h in a.history] == [h.train_loss for h in b.history]
+    assert [h.train_loss for h in a.history] != [h.train_loss for h in c.history]
+
+
+def test_full_schedule_and_eval_every_steps(tmp_path):
+    r = run(RunConfig(out=tmp_path / "r", quiet=True, full_schedule=True, eval_every_steps=7, overrides={"epochs": 2}))
+    steps_per_epoch = 1347 // 64
+    assert [h.step for h in r.history] == [7, 14, 21, 28, 35, 42]
+    assert [h.epoch for h in r.history] == [s / steps_per_epoch for s in (7, 14, 21, 28, 35, 42)]
+    assert r.status in ("reached", "not_reached")
+    tsv = (tmp_path / "r" / "dawnbench.tsv").read_text().splitlines()
+    assert tsv[1].split("\t")[0] == f"{7 / steps_per_epoch:.4f}"
+
+
+def test_count_eval_charges_evaluation_time(tmp_path):
+    r = run(RunConfig(out=tmp_path / "r", quiet=True, count_eval=True))
+    assert r.clock.eval_included
+    # the clock at each evaluation includes every evaluation so far
+    assert r.history[-1].elapsed_s >= sum(h.eval_s for h in r.history)
+    assert r.time_to_target_s == r.history[-1].elapsed_s
+
+
+def test_bf16_autocast_on_cpu(tmp_path):
+    r = run(RunConfig(out=tmp_path / "r", quiet=True, amp="bf16"))
+    assert r.amp == "bf16" and r.status == "reached"
+    assert all(math.isfinite(h.train_loss) for h in r.history)
+
+
+def test_not_reached_exit_status_and_message(tmp_path, capsys):
+    code = main(["run", "--target", "99.9", "--set", "epochs=1", "--out", str(tmp_path / "r"), "-q"])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert single_line(err) and "below the target" in err
+    r = RunResult.load(tmp_path / "r")
+    assert r.status == "not_reached" and not r.reached and r.time_to_target_s is None
+    assert not r.official and r.target == pytest.approx(0.999)
+    assert not (tmp_path / "r" / "checkpoint.pt").exists()
+
+
+def test_nan_loss_ends_run_as_diverged(tmp_path, capsys):
+    code = main(["run", "--set", "lr=1e30", "--out", str(tmp_path / "r"), "-q"])
+    assert code == 4
+    err = capsys.readouterr().err
+    assert single_line(err) and "diverged" in err
+    r = RunResult.load(tmp_path / "r")
+    assert r.status == "diverged" and "NaN" in r.message
+    lines, errors = mlp_parser.parse_file(str(tmp_path / "r" / "mllog.log"))
+    assert errors == [] and lines[-1].key == "run_stop" and lines[-1].value["metadata"]["status"] == "aborted"
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["run", "nosuchtask"], "unknown task"),
+    (["run", "--recipe", "nosuch"], "unknown recipe"),
+    (["run", "--recipe", "mnist"], "is for task mnist"),
+    (["run", "--set", "lr"], "KEY=VALUE"),
+    (["run", "--set", "epochs=many"], "expected a int"),
+    (["run", "--set", "nosuch=1"], "unknown hyperparameter"),
+    (["run", "--target", "0"], "--target"),
+    (["run", "--target", "101"], "--target"),
+    (["run", "--device", "cuda"], "CUDA is not available"),
+    (["run", "--device", "tpu"], "--device"),
+    (["run", "--cost-per-hour", "1", "--instance", "aws-p3.2xlarge"], "not both"),
+    (["run", "--instance", "nosuch"], "not in the price catalog"),
+    (["run", "--cost-per-hour", "-1"], "--cost-per-hour"),
+    (["run", "--threads", "0"], "--threads"),
+    (["run", "mnist", "--no-download"], "not found"),
+    (["show", "/nonexistent/run"], "no result.json"),
+])
+def test_user_errors_are_one_line(argv, fragment, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert single_line(err) and fragment in err, err
+
+
+def test_out_dir_never_overwritten(tmp_path, capsys):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "result.json").write_text("{}")
+    assert main(["run", "--out", str(tmp_path / "r"), "-q"]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (tmp_path / "r" / "result.json").read_text() == "{}"
+
+
+def test_show_and_listing_commands(digits_run, capsys):
+    out, result = digits_run
+    assert main(["show", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "REACHED" in text and f"{result.time_to_target_s:.3f} s" in text
+    assert main(["tasks"]) == 0
+    text = capsys.readouterr().out
+    assert "digits" in text and "98.00%" in text and "cifar10" in text and "94.00%" in text and "99.00%" in text
+    assert main(["recipes", "digits"]) == 0
+    assert '"batch_size": 64' in capsys.readouterr().out
+    assert main(["instances"]) == 0
+    assert "aws-p3.2xlarge" in capsys.readouterr().out
+
+
+def test_instance_price_from_catalog(tmp_path):
+    from daybreak.pricing import catalog
+
+    r = run(RunConfig(out=tmp_path / "r", quiet=True, instance="gcp-e2-standard-2"))
+    item = catalog()["gcp-e2-standard-2"]
+    assert r.cost_per_hour == item.usd_per_hour and r.price_date == item.price_date
+    assert r.cost_usd == pytest.approx(r.time_to_target_s / 3600 * item.usd_per_hour)
