@@ -23,11 +23,7 @@ def model_names() -> list[str]:
 
 
 def _import_all() -> None:
-    from daybreak.models import small  # noqa: F401
-    try:
-        from daybreak.models import resnet_cifar  # noqa: F401
-    except ImportError:  # pragma: no cover - optional while being developed
-        pass
+    from daybreak.models import resnet_cifar, small  # noqa: F401
 
 
 def count_parameters(model: nn.Module) -> int:

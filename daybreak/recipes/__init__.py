@@ -97,8 +97,4 @@ def parse_overrides(items: list[str] | None, defaults: dict[str, Any]) -> dict[s
 
 
 def _import_all() -> None:
-    from daybreak.recipes import digits, mnist  # noqa: F401
-    try:
-        from daybreak.recipes import cifar10  # noqa: F401
-    except ImportError:  # pragma: no cover - optional while being developed
-        pass
+    from daybreak.recipes import cifar10, digits, mnist  # noqa: F401
