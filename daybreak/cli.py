@@ -13,6 +13,9 @@ from daybreak.errors import DaybreakError
 # func(args) returns the exit status.
 COMMAND_MODULES = [
     "daybreak.train.commands",
+    "daybreak.leaderboard.commands",
+    "daybreak.external.commands",
+    "daybreak.infer.commands",
 ]
 
 
@@ -33,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command line as given (commands that re-launch themselves need it)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -31,8 +31,9 @@ def random_translate(x: torch.Tensor, pad: int, generator: torch.Generator) -> t
     cols = (dx.view(n, 1) + torch.arange(w, device=x.device).view(1, w))  # n,w
     idx_n = torch.arange(n, device=x.device).view(n, 1, 1)
     # gather per image: padded[n, :, rows[n], cols[n]]
-    out = padded.permute(0, 2, 3, 1)[idx_n, rows.view(n, h, 1), cols.view(n, 1, w)]
-    return out.permute(0, 3, 1, 2).contiguous(memory_format=torch.contiguous_format if x.is_contiguous() else torch.channels_last)
+    out = padded.permute(0, 2, 3, 1)[idx_n, rows.view(n, h, 1), cols.view(n, 1, w)].permute(0, 3, 1, 2)
+    channels_last = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+    return out.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
 
 
 def random_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

@@ -64,7 +64,9 @@ class RunResult(BaseModel):
     nodes: int = 1
     backend: str | None = None
     per_device_batch_size: int | None = None
-    global_batch_size: int | None = None
+    global_batch_size: int | None = None  # per-device batch x world size
+    lr_scaling: str = "linear"  # the recipe's rule for the learning rate on several devices
+    lr_scale: float = 1.0  # the factor applied to the recipe's learning rates (e.g. world size for linear)
     stop_at_target: bool = True
     eval_every_epochs: int | None = 1
     eval_every_steps: int | None = None

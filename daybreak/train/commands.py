@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -49,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--author-email", default="", help="author e-mail for the DAWNBench JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
     p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
+    g = p.add_argument_group("several devices or nodes (launches itself under torchrun; DDP with NCCL on CUDA, gloo on CPU)")
+    g.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="processes (devices) on this node")
+    g.add_argument("--nnodes", type=int, default=1, metavar="M", help="number of nodes")
+    g.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank, 0..M-1")
+    g.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous address (node 0) when M > 1")
+    g.add_argument("--dist-timeout", type=float, default=300.0, metavar="S",
+                   help="seconds a collective may wait for a slow or dead rank before the run fails")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="print the summary of a run directory")
@@ -66,14 +74,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from daybreak.launch import LaunchSpec
     from daybreak.recipes import default_recipe_for, get_recipe, parse_overrides
     from daybreak.records.summary import format_summary
     from daybreak.tasks import get_task
+    from daybreak.train.distributed import in_torchrun
     from daybreak.train.runner import EXIT_CODES, RunConfig, run
 
     task = get_task(args.task)
     recipe = get_recipe(args.recipe or default_recipe_for(task.name))
     overrides = parse_overrides(args.overrides, recipe.defaults)
+    spec = LaunchSpec(args.nproc_per_node, args.nnodes, args.node_rank, args.rdzv_endpoint).validate()
+    if spec.multi_process and not in_torchrun():
+        return _launch(args, spec, task.name, recipe.name)
     config = RunConfig(
         task=task.name, recipe=recipe.name, overrides=overrides, seed=args.seed, target=args.target,
         data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
@@ -81,16 +94,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
         count_eval=args.count_eval, full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour,
         instance=args.instance, quiet=args.quiet, author=args.author if args.author is not None else _user(),
-        author_email=args.author_email, command=["daybreak", *sys.argv[1:]],
+        author_email=args.author_email, command=["daybreak", *args.argv], dist_timeout_s=args.dist_timeout,
     )
     result = run(config)
+    worker = in_torchrun()
+    if worker and os.environ.get("RANK", "0") != "0":
+        return 0  # rank 0 reports
     if args.json:
         print(result.model_dump_json(indent=2))
     elif not args.quiet:
         print(format_summary(result, str(config.out)))
+    if result.status != "reached" and not (worker and args.quiet):
+        print(f"daybreak: {result.status}: {result.message}", file=sys.stderr)
+    # Under torchrun a non-zero exit means "this worker crashed" to the launcher; the outcome is in result.json.
+    return 0 if worker else EXIT_CODES[result.status]
+
+
+def _launch(args: argparse.Namespace, spec, task: str, recipe: str) -> int:
+    """Re-run this command under torchrun; afterwards report from the run directory rank 0 wrote."""
+    import subprocess
+    from datetime import datetime, timezone
+
+    from daybreak.launch import LAUNCH_FLAGS, strip_flags, torchrun_command
+    from daybreak.records.run import RunResult
+    from daybreak.records.summary import format_summary
+    from daybreak.train.runner import EXIT_CODES, EXIT_FAILED, _check_out_dir, default_run_dir
+
+    out = args.out or default_run_dir(task, recipe, datetime.now(timezone.utc))
+    if spec.node_rank == 0:
+        _check_out_dir(out)
+    worker_args = ["run", *strip_flags(args.argv[1:], (*LAUNCH_FLAGS, "--out")), "--out", str(out), "--quiet"]
+    cmd = torchrun_command(spec, "daybreak", worker_args)
+    print(f"daybreak: launching {spec.world_size} processes under torchrun ({spec.nnodes} node(s)); run directory {out}",
+          file=sys.stderr)
+    code = subprocess.call(cmd)
+    if spec.node_rank != 0:
+        return code
+    try:
+        result = RunResult.load(out)
+    except Exception:  # noqa: BLE001 - nothing recorded: the launcher's own exit status is all there is
+        print(f"daybreak: failed: torchrun exited with status {code} before rank 0 recorded the run", file=sys.stderr)
+        return EXIT_FAILED if code == 0 else code
+    if code != 0 and result.status in ("running", "reached", "not_reached"):
+        result.status, result.message = "failed", f"a worker process failed (torchrun exit status {code})"
+        result.save(out)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    elif not args.quiet:
+        print(format_summary(result, str(out)))
     if result.status != "reached":
         print(f"daybreak: {result.status}: {result.message}", file=sys.stderr)
-    return EXIT_CODES[result.status]
+    return EXIT_CODES.get(result.status, EXIT_FAILED)
 
 
 def _user() -> str:

@@ -11,7 +11,7 @@ from daybreak.measure.device import autocast
 
 
 @torch.inference_mode()
-def evaluate(
+def correct_counts(
     model: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
@@ -21,8 +21,8 @@ def evaluate(
     batch_size: int = 1024,
     predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
     top5: bool = False,
-) -> tuple[float, float | None]:
-    """Returns (top1, top5 or None) as fractions. ``x``/``y`` may live on the host or the device."""
+) -> torch.Tensor:
+    """Returns a tensor [top-1 correct, top-5 correct (0 unless asked), examples] on the device."""
     was_training = model.training
     model.eval()
     correct1 = torch.zeros((), dtype=torch.long, device=device)
@@ -40,5 +40,19 @@ def evaluate(
                 correct5 += (logits.topk(k, dim=1).indices == yb.unsqueeze(1)).any(dim=1).sum()
     finally:
         model.train(was_training)
-    n = max(len(x), 1)
-    return correct1.item() / n, (correct5.item() / n if top5 else None)
+    return torch.stack([correct1, correct5, torch.tensor(len(x), dtype=torch.long, device=device)])
+
+
+def accuracies(counts: torch.Tensor, top5: bool) -> tuple[float, float | None]:
+    """[top-1 correct, top-5 correct, n] -> (top1, top5 or None) as fractions."""
+    c1, c5, n = (int(v) for v in counts.tolist())
+    n = max(n, 1)
+    return c1 / n, (c5 / n if top5 else None)
+
+
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, device: torch.device, amp: str = "off",
+             batch_size: int = 1024, predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
+             top5: bool = False) -> tuple[float, float | None]:
+    """Returns (top1, top5 or None) as fractions. ``x``/``y`` may live on the host or the device."""
+    counts = correct_counts(model, x, y, device=device, amp=amp, batch_size=batch_size, predict=predict, top5=top5)
+    return accuracies(counts, top5)

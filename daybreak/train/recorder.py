@@ -24,13 +24,27 @@ from daybreak.records.run import EpochRecord, RunResult, RunStatus
 CHECKPOINT_FILE = "checkpoint.pt"
 
 
+class _NoMllog:
+    """Stands in for the mllog on ranks other than 0."""
+
+    def start(self, *args: Any, **kwargs: Any) -> None: ...
+    def end(self, *args: Any, **kwargs: Any) -> None: ...
+    def event(self, *args: Any, **kwargs: Any) -> None: ...
+    def close(self) -> None: ...
+
+
 class RunRecorder:
-    def __init__(self, run_dir: Path, result: RunResult, *, author: str = "", author_email: str = ""):
+    """Keeps the RunResult up to date on every rank; only the one with ``write=True`` (rank 0) writes files."""
+
+    def __init__(self, run_dir: Path, result: RunResult, *, author: str = "", author_email: str = "",
+                 write: bool = True):
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.write = write
+        if write:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.result = result
         self._submission = dict(author=author, author_email=author_email)
-        self.mllog = RunMllog(self.run_dir / MLLOG_FILE)
+        self.mllog: RunMllog | _NoMllog = RunMllog(self.run_dir / MLLOG_FILE) if write else _NoMllog()
         self._open_epoch: int | None = None
         self._finished = False
         self._write_header()
@@ -38,6 +52,8 @@ class RunRecorder:
 
     # --- files ----------------------------------------------------------------------------------------------
     def save(self) -> None:
+        if not self.write:
+            return
         self.result.save(self.run_dir)
         write_dawnbench(self.result, self.run_dir, **self._submission)
 
@@ -101,6 +117,9 @@ class RunRecorder:
 
     def save_checkpoint(self, model: torch.nn.Module, record: EpochRecord) -> None:
         r = self.result
+        r.checkpoint = CHECKPOINT_FILE
+        if not self.write:
+            return
         payload: dict[str, Any] = {
             "format": "daybreak.checkpoint/1",
             "task": r.task,
@@ -116,7 +135,6 @@ class RunRecorder:
         buf = io.BytesIO()
         torch.save(payload, buf)
         atomic_write_bytes(self.run_dir / CHECKPOINT_FILE, buf.getvalue())
-        r.checkpoint = CHECKPOINT_FILE
 
     def diverged(self, step: int, elapsed_s: float) -> None:
         self.result.train_s = elapsed_s
@@ -155,7 +173,7 @@ class RunRecorder:
 
     # --- terminal -------------------------------------------------------------------------------------------
     def progress(self, total_steps: int, *, enabled: bool) -> "Progress":
-        return Progress(total_steps, enabled=enabled and sys.stderr.isatty(), desc=f"{self.result.task}")
+        return Progress(total_steps, enabled=enabled and self.write and sys.stderr.isatty(), desc=self.result.task)
 
 
 class Progress:

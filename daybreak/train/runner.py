@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import math
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,7 +26,9 @@ from daybreak.recipes import Recipe, TrainSetup, default_recipe_for, get_recipe
 from daybreak.records.run import ClockRules, EpochRecord, RunResult
 from daybreak.tasks import Task, get_task
 from daybreak.train.clock import Stopwatch, TrainingClock
-from daybreak.train.evaluate import evaluate
+from daybreak.train.distributed import (DEFAULT_TIMEOUT_S, DistContext, Terminated, destroy, init_distributed,
+                                        injected_fault_step)
+from daybreak.train.evaluate import accuracies, correct_counts, evaluate
 from daybreak.train.recorder import RunRecorder
 
 # Exit statuses of `daybreak run` (also used by wrappers such as `repeat`).
@@ -67,6 +68,7 @@ class RunConfig:
     author: str = ""
     author_email: str = ""
     command: list[str] = field(default_factory=list)
+    dist_timeout_s: float = DEFAULT_TIMEOUT_S  # multi-process: a collective waiting longer ends the run
 
 
 def normalize_target(target: float) -> float:
@@ -119,12 +121,35 @@ def run(config: RunConfig) -> RunResult:
         raise ConfigError("--eval-every must be >= 1")
     price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
     set_threads(config.threads)
-    device = select_device(config.device)
+    ctx, rank_device = init_distributed(config.device, config.dist_timeout_s)  # single process: no-op
+    try:
+        return _run(config, task, recipe, hp, target, price, instance, price_date, ctx, rank_device,
+                    wall_start_ns, started_at)
+    finally:
+        destroy(ctx)
+
+
+def lr_scale(rule: str, world_size: int) -> float:
+    """How a recipe's learning rate follows the global batch (world_size x per-device batch)."""
+    if rule == "linear":
+        return float(world_size)
+    if rule == "sqrt":
+        return math.sqrt(world_size)
+    if rule == "none":
+        return 1.0
+    raise ConfigError(f"unknown lr scaling rule {rule!r} (linear, sqrt, none)")
+
+
+def _run(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, Any], target: float, price: float | None,
+         instance: str | None, price_date: str | None, ctx: DistContext, rank_device: torch.device | None,
+         wall_start_ns: int, started_at: datetime) -> RunResult:
+    device = rank_device or select_device(config.device)
     amp = resolve_amp(config.amp, device)
     if amp == "fp16" and device.type == "mps":
         raise ConfigError("--amp fp16 with gradient scaling is not supported on MPS; use bf16 or off")
     out = config.out or default_run_dir(task.name, recipe.name, started_at)
-    _check_out_dir(out)
+    if ctx.is_main:
+        _check_out_dir(out)
     config.out = out  # the caller learns where the run directory is
 
     unofficial: list[str] = []
@@ -148,8 +173,13 @@ def run(config: RunConfig) -> RunResult:
         amp=amp,
         compile=config.compile,
         threads=torch.get_num_threads(),
+        world_size=ctx.world_size,
+        nodes=ctx.nodes,
+        backend=ctx.backend,
         per_device_batch_size=hp["batch_size"],
-        global_batch_size=hp["batch_size"],
+        global_batch_size=hp["batch_size"] * ctx.world_size,
+        lr_scaling=recipe.lr_scaling,
+        lr_scale=lr_scale(recipe.lr_scaling, ctx.world_size),
         stop_at_target=not config.full_schedule,
         eval_every_epochs=None if config.eval_every_steps else config.eval_every_epochs,
         eval_every_steps=config.eval_every_steps,
@@ -161,11 +191,14 @@ def run(config: RunConfig) -> RunResult:
         started_at=started_at,
         command=config.command,
     )
-    recorder = RunRecorder(out, result, author=config.author, author_email=config.author_email)
+    recorder = RunRecorder(out, result, author=config.author, author_email=config.author_email, write=ctx.is_main)
     try:
-        _run_recorded(config, task, recipe, hp, device, amp, recorder, wall_start_ns)
+        _run_recorded(config, task, recipe, hp, device, amp, ctx, recorder, wall_start_ns)
     except KeyboardInterrupt:
         recorder.finish("interrupted", "interrupted by the user (Ctrl-C)", wall_start_ns)
+    except Terminated as e:
+        recorder.finish("failed", str(e), wall_start_ns)
+        raise
     except BaseException as e:  # a user error found late (e.g. bad data), a bug or a crash: record, re-raise
         recorder.finish("failed", (f"{type(e).__name__}: {e}".splitlines() or [""])[0][:500], wall_start_ns)
         raise
@@ -175,7 +208,7 @@ def run(config: RunConfig) -> RunResult:
 
 
 def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, Any], device: torch.device,
-                  amp: str, recorder: RunRecorder, wall_start_ns: int) -> None:
+                  amp: str, ctx: DistContext, recorder: RunRecorder, wall_start_ns: int) -> None:
     recorder.init_start()
     seed_everything(config.seed)
     data = task.load(config.data_dir, config.allow_custom_data, config.download)
@@ -186,12 +219,19 @@ def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, A
     train_x = data.train_x.to(device)
     train_y = data.train_y.to(device)
     setup = recipe.build(hp, data, device)
-    train_model = torch.compile(setup.model) if config.compile else setup.model
+    train_model: torch.nn.Module = setup.model
+    if ctx.enabled:  # gradients all-reduced across ranks; rank 0's initial weights broadcast to all
+        train_model = torch.nn.parallel.DistributedDataParallel(
+            setup.model, device_ids=[device.index] if device.type == "cuda" else None)
+    if config.compile:
+        train_model = torch.compile(train_model)
     if config.compile or device.type == "cuda":
         _warm_up(setup, train_model, train_x, train_y, hp["batch_size"], device, amp)
+    ctx.barrier()
     recorder.init_stop(time.perf_counter_ns() - wall_start_ns)
 
-    _train(config, task, hp, setup, train_model, train_x, train_y, data.eval_x, data.eval_y, device, amp, recorder)
+    _train(config, task, hp, setup, train_model, train_x, train_y, data.eval_x, data.eval_y, device, amp, ctx,
+           recorder)
     recorder.finish_from_history(wall_start_ns)
 
 
@@ -216,7 +256,8 @@ def _warm_up(setup: TrainSetup, model: torch.nn.Module, train_x: torch.Tensor, t
         scaler.scale(loss).backward()
         scaler.step(setup.optimizer)
         scaler.update()
-    evaluate(model, setup.prepare(fake_raw), fake_y, device=device, amp=amp, predict=setup.predict)
+    eval_model = model if not isinstance(model, torch.nn.parallel.DistributedDataParallel) else setup.model
+    evaluate(eval_model, setup.prepare(fake_raw), fake_y, device=device, amp=amp, predict=setup.predict)
     setup.model.load_state_dict(model_state)
     setup.optimizer.load_state_dict(opt_state)
     setup.optimizer.zero_grad(set_to_none=True)
@@ -224,18 +265,26 @@ def _warm_up(setup: TrainSetup, model: torch.nn.Module, train_x: torch.Tensor, t
 
 def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup, model: torch.nn.Module,
            train_x_raw: torch.Tensor, train_y: torch.Tensor, eval_x_raw: torch.Tensor, eval_y: torch.Tensor,
-           device: torch.device, amp: str, recorder: RunRecorder) -> None:
-    batch_size = min(hp["batch_size"], len(train_x_raw))
-    steps_per_epoch = max(len(train_x_raw) // batch_size, 1)
+           device: torch.device, amp: str, ctx: DistContext, recorder: RunRecorder) -> None:
+    world, rank = ctx.world_size, ctx.rank
+    batch_size = min(hp["batch_size"], max(len(train_x_raw) // world, 1))  # per device
+    global_batch = batch_size * world
+    steps_per_epoch = max(len(train_x_raw) // global_batch, 1)
     total_steps = steps_per_epoch * hp["epochs"]
     eval_every_steps = config.eval_every_steps or steps_per_epoch * (config.eval_every_epochs or 1)
-    order = torch.Generator().manual_seed(config.seed)  # data order: same seed, same order
-    aug_gen = torch.Generator(device=device).manual_seed(config.seed + 1)
-    base_lrs = [g["lr"] for g in setup.optimizer.param_groups]
+    order = torch.Generator().manual_seed(config.seed)  # data order: same seed, same order (on every rank)
+    aug_gen = torch.Generator(device=device).manual_seed(config.seed + 1 + rank)
+    base_lrs = [g["lr"] * recorder.result.lr_scale for g in setup.optimizer.param_groups]
     scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
+    # Each rank evaluates every world-th example; the correct counts are summed, so the accuracy is exactly
+    # that of one process evaluating rank 0's weights on the whole set.
+    eval_model = setup.model if ctx.enabled else model
+    eval_shard_x, eval_shard_y = eval_x_raw[rank::world], eval_y[rank::world].to(device)
     eval_x: torch.Tensor | None = None
+    top5_wanted = task.report_top5 or task.metric == "top5"
     loss_sum = torch.zeros((), device=device)
     loss_count = 0
+    fault_step = injected_fault_step(ctx)
 
     clock = TrainingClock(device)
     recorder.run_start()
@@ -250,7 +299,8 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
         recorder.epoch_start(epoch + 1)
         perm = torch.randperm(len(train_x), generator=order).to(device)
         for i in range(steps_per_epoch):
-            idx = perm[i * batch_size : (i + 1) * batch_size]
+            start = i * global_batch + rank * batch_size
+            idx = perm[start : start + batch_size]
             x, y = train_x[idx], train_y[idx]
             if setup.augment is not None:
                 x = setup.augment(x, aug_gen)
@@ -264,10 +314,12 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
             scaler.step(setup.optimizer)
             scaler.update()
             step += 1
+            if step == fault_step:
+                raise RuntimeError(f"injected fault on rank {rank} at step {step} (DAYBREAK_FAULT_INJECT)")
             loss_sum += loss.detach().float()
             loss_count += 1
             if progress.due(step):
-                mean_loss = loss_sum.item() / loss_count
+                mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (loss_count * world)
                 if not math.isfinite(mean_loss):
                     return recorder.diverged(step, clock.pause())
                 progress.update(step, epoch=step / steps_per_epoch, loss=mean_loss, elapsed_s=clock.elapsed_s)
@@ -275,15 +327,17 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
                 continue
             # ---- evaluation: the clock pauses (unless --count-eval) ---------------------------------------
             train_elapsed = clock.pause()
-            mean_loss = loss_sum.item() / max(loss_count, 1)
+            mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * world)
             if not math.isfinite(mean_loss):
                 return recorder.diverged(step, train_elapsed)
             with Stopwatch(device) as sw:
                 recorder.eval_start(step / steps_per_epoch)
+                ctx.broadcast_buffers(setup.model)
                 if eval_x is None:
-                    eval_x = setup.prepare(eval_x_raw.to(device))
-                top1, top5 = evaluate(model, eval_x, eval_y, device=device, amp=amp, predict=setup.predict,
-                                      top5=task.report_top5 or task.metric == "top5")
+                    eval_x = setup.prepare(eval_shard_x.to(device))
+                counts = correct_counts(eval_model, eval_x, eval_shard_y, device=device, amp=amp,
+                                        predict=setup.predict, top5=top5_wanted)
+                top1, top5 = accuracies(ctx.all_reduce_sum(counts), top5_wanted)
             if config.count_eval:
                 clock.add(sw.seconds)
             accuracy = top5 if task.metric == "top5" and top5 is not None else top1
