@@ -1,0 +1,159 @@
+"""InferenceResult: the typed record of `daybreak infer` (inference.json in the run directory).
+
+Latency is DAWNBench's: every example of the task's eval set classified one at a time (batch 1), mean =
+total / N, with the percentiles MLPerf reports (p90 is SingleStream's metric). Cost is latency x price.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from daybreak.errors import RecordError
+from daybreak.fileio import atomic_write_text
+from daybreak.measure.system import SystemInfo
+
+INFERENCE_FILE = "inference.json"
+
+CLOCK_INCLUDED = (
+    "per query, from a prepared input tensor (batch 1) in host memory to the predicted label on the host: "
+    "host-to-device copy, forward pass (with the recipe's test-time predict if it has one), argmax "
+    "(and top-5 when the task reports it), device-to-host copy of the label, device synchronize"
+)
+CLOCK_EXCLUDED = (
+    "reading and decoding the dataset files from disk, the recipe's prepare (normalization/layout, applied once "
+    "to the whole eval set on the host before timing), model build and checkpoint load, torch.compile, "
+    "warm-up queries, accuracy bookkeeping and the progress bar"
+)
+
+
+class LatencyStats(BaseModel):
+    """Per-query latencies of the batch-1 pass, in milliseconds. Percentiles are nearest-rank."""
+
+    n: int  # timed queries (the whole eval set)
+    total_s: float  # sum of the per-query latencies
+    mean_ms: float  # total / n: DAWNBench's latency
+    min_ms: float
+    p50_ms: float
+    p90_ms: float  # MLPerf SingleStream's metric
+    p99_ms: float
+    max_ms: float
+    std_ms: float
+    percentile_method: str = "nearest-rank: the smallest latency with at least p% of queries at or below it"
+
+
+class ThroughputStats(BaseModel):
+    """Offline throughput: the whole eval set in batches of ``batch_size``, median of ``repeats`` passes."""
+
+    examples_per_s: float  # n_examples / median pass time
+    batch_size: int
+    repeats: int
+    warmup_passes: int
+    pass_s: list[float]  # wall time of each timed pass
+    timed: str = ("full passes over the prepared eval set in host memory: per batch host-to-device copy, forward, "
+                  "argmax, labels back to the host; device synchronized at the end of each pass")
+
+
+class LoadgenScenario(BaseModel):
+    scenario: Literal["SingleStream", "Offline"]
+    valid: bool | None = None  # LoadGen's own "Result is : VALID"
+    queries: int | None = None  # SingleStream: queries issued; Offline: samples in the one query
+    p90_ms: float | None = None  # LoadGen's 90th percentile latency (SingleStream only)
+    mean_ms: float | None = None  # LoadGen's mean latency (SingleStream only)
+    samples_per_s: float | None = None  # Offline: samples per second; SingleStream: QPS w/ loadgen overhead
+    log_dir: str  # relative to the run directory
+    summary_file: str = "mlperf_log_summary.txt"
+
+
+class LoadgenResult(BaseModel):
+    version: str | None = None  # mlcommons-loadgen package version
+    min_query_count: int
+    min_duration_ms: int
+    single_stream: LoadgenScenario | None = None
+    offline: LoadgenScenario | None = None
+
+
+class InferenceSettings(BaseModel):
+    device: str
+    amp: str
+    compile: bool
+    threads: int  # torch intra-op threads during the measurement
+    warmup: int  # untimed batch-1 queries before the timed pass
+    latency_batch_size: int = 1
+    throughput_batch_size: int | None = None
+    throughput_repeats: int = 0
+    backend: Literal["daybreak", "loadgen"] = "daybreak"
+    pinned_memory: bool = False  # prepared inputs live in page-locked host memory (CUDA)
+    prepared_on: str = "cpu"  # where the recipe's prepare ran before the inputs were put in host memory
+    test_time_predict: bool = False  # the recipe's predict (e.g. flip TTA) was used, as in the run's evaluations
+
+
+class InferenceResult(BaseModel):
+    schema_version: int = 1
+    kind: Literal["daybreak.inference"] = "daybreak.inference"
+    run_id: str
+    task: str
+    recipe: str
+    model: str
+    framework: str
+    metric: str  # the accuracy the target applies to: "top1" or "top5"
+    checkpoint: str  # file in the run directory
+    checkpoint_epoch: float | None = None
+    checkpoint_accuracy: float | None = None  # what the run's evaluation measured for this checkpoint
+
+    n_examples: int
+    latency: LatencyStats
+    throughput: ThroughputStats | None = None
+
+    accuracy: float  # fraction, of `metric`, of the very batch-1 predictions that were timed
+    top1: float
+    top5: float | None = None
+    target: float  # the run's recorded target
+    valid: bool  # accuracy >= target
+    reason: str | None = None  # why not valid
+
+    cost_per_hour: float | None = None
+    instance: str | None = None
+    price_date: str | None = None
+    cost_per_example_usd: float | None = None  # mean latency (h) x price per hour
+    cost_per_10k_usd: float | None = None  # DAWNBench's "cost to classify 10,000 images"
+
+    settings: InferenceSettings
+    clock_included: str = CLOCK_INCLUDED
+    clock_excluded: str = CLOCK_EXCLUDED
+    timer: str = "time.perf_counter_ns"
+    system: SystemInfo
+    data_source: str = ""
+    data_official: bool = True
+    created_at: datetime
+    duration_s: float | None = None  # wall time of the whole command
+    command: list[str] = Field(default_factory=list)
+    loadgen: LoadgenResult | None = None
+
+    def save(self, run_dir: str | Path) -> Path:
+        return atomic_write_text(Path(run_dir) / INFERENCE_FILE, self.model_dump_json(indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "InferenceResult":
+        """Load from a run directory or an inference.json path, with one-line errors."""
+        path = Path(path)
+        file = path / INFERENCE_FILE if path.is_dir() else path
+        if not file.exists():
+            raise RecordError(f"{path}: no {INFERENCE_FILE} here; run `daybreak infer {path}` first")
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise RecordError(f"{file}: not readable JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        if not isinstance(data, dict) or data.get("kind") != "daybreak.inference":
+            kind = data.get("kind") if isinstance(data, dict) else None
+            raise RecordError(f"{file}: not a daybreak inference record (kind {kind!r})")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise RecordError(f"{file}: invalid inference record: {where}: {first['msg']}") from None
