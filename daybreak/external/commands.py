@@ -1,0 +1,134 @@
+"""CLI: `daybreak time` - time any program's training run from its MLPerf log stream."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from daybreak.errors import ConfigError
+
+DESCRIPTION = """\
+Run PROGRAM as a child process and time it to the target accuracy from the MLPerf `:::MLLOG` records it
+prints (on stdout or stderr, anywhere in a line): run_start starts the clock, the first eval_accuracy at or
+above the target stops it; init and evaluation intervals (eval_start..eval_stop) are excluded unless
+--count-eval. The program's time_ms timestamps are cross-checked against daybreak's wall clock: a run whose
+timestamps disagree by more than --clock-tolerance is recorded as failed. Its output passes through and is
+kept in DIR/program.log; the record is the same run directory as `daybreak run` (result.json, dawnbench.json,
+dawnbench.tsv, mllog.log) plus external.json. With --log FILE the record is computed from an existing mllog
+file instead (no wall clock cross-check; the run is then unofficial).
+
+Exit status: 0 reached, 3 not reached, 5 failed (crash, no run_start, untrusted timestamps), 130 interrupted,
+2 usage errors."""
+
+EPILOG = """\
+examples:
+  daybreak time --task digits -- python train.py --epochs 20
+  daybreak time --task cifar10 --stop-at-target --instance aws-p3.2xlarge -- ./run_and_time.sh
+  daybreak time --task mnist --target 98 --log results/mllog.txt"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "time",
+        help="time any framework's training program to the target accuracy from its MLPerf log (`-- CMD ...`)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=_Formatter,
+    )
+    p.add_argument("--task", required=True, help="task whose target applies (see `daybreak tasks`)")
+    p.add_argument("--target", type=float, help="target accuracy as a fraction or percent (default: the task's); "
+                                                "a non-default target makes the run unofficial")
+    p.add_argument("--cost-per-hour", type=float, metavar="USD", help="price of the machine per hour")
+    p.add_argument("--instance", metavar="NAME", help="take the price from the catalog (see `daybreak instances`)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="run directory (default: runs/<task>-external-<timestamp>)")
+    p.add_argument("--stop-at-target", action="store_true",
+                   help="end the program (SIGTERM to its process group, SIGKILL after --grace-s) once it reaches "
+                        "the target")
+    p.add_argument("--grace-s", type=float, default=10.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL when ending the program (default: 10)")
+    p.add_argument("--count-eval", action="store_true", help="count evaluation intervals in time-to-target")
+    p.add_argument("--clock-tolerance", default="5%+2s", metavar="TOL",
+                   help="how far the program's timestamp intervals may differ from the wall clock's: percent of "
+                        "the wall interval plus seconds, e.g. '5%%+2s' (the default), '10%%', '3s'")
+    p.add_argument("--accuracy-unit", default="auto", choices=["auto", "fraction", "percent"],
+                   help="eval_accuracy values (default: auto, which reads a log as percent when any value is above 1)")
+    p.add_argument("--log", type=Path, metavar="FILE",
+                   help="compute the record from an existing mllog file instead of running a program")
+    p.add_argument("--author", default=None,
+                   help="author for the DAWNBench JSON (default: the log's submission_org, else your user name)")
+    p.add_argument("--author-email", default="", help="author e-mail for the DAWNBench JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no status line, no summary (program output still "
+                                                               "passes through)")
+    p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS ...]",
+                   help="the program to run and its arguments, after --")
+    p.set_defaults(func=cmd_time)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    from daybreak.external.mllog_reader import parse_tolerance
+    from daybreak.external.timer import TimeConfig, time_command, time_log
+    from daybreak.train.runner import EXIT_CODES
+
+    command = list(args.program)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.log is not None and command:
+        raise ConfigError("give either a program after -- or --log FILE, not both")
+    if args.log is None and not command:
+        raise ConfigError("give the program to time after --, e.g. `daybreak time --task digits -- python "
+                          "train.py`, or --log FILE")
+    if args.log is not None and args.stop_at_target:
+        raise ConfigError("--stop-at-target needs a program to stop; it does not apply to --log")
+    config = TimeConfig(
+        task=args.task, command=command, log=args.log, target=args.target, out=args.out,
+        cost_per_hour=args.cost_per_hour, instance=args.instance, stop_at_target=args.stop_at_target,
+        grace_s=args.grace_s, count_eval=args.count_eval, tolerance=parse_tolerance(args.clock_tolerance),
+        unit=args.accuracy_unit, quiet=args.quiet, author=args.author, author_email=args.author_email,
+        invocation=["daybreak", *getattr(args, "argv", sys.argv[1:])] if args.log is not None else [],
+    )
+    result = time_log(config) if args.log is not None else time_command(config)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    elif not args.quiet:
+        print(summary(result, config.out))
+    if result.status != "reached":
+        print(f"daybreak: {result.status}: {result.message}", file=sys.stderr)
+    return EXIT_CODES[result.status]
+
+
+def summary(result, run_dir: Path | None) -> str:  # noqa: ANN001 - RunResult, imported lazily
+    from daybreak.external.timer import EXTERNAL_FILE, PROGRAM_LOG
+    from daybreak.records.summary import format_summary
+
+    text = format_summary(result, str(run_dir) if run_dir else None)
+    extra: list[str] = []
+    try:
+        ext = json.loads((Path(run_dir) / EXTERNAL_FILE).read_text(encoding="utf-8")) if run_dir else {}
+    except (OSError, ValueError):
+        ext = {}
+    clock = ext.get("clock_check") or {}
+    if ext.get("mode") == "log":
+        extra.append("  clock check      not done: timestamps read from a log file (--log)")
+    elif clock.get("checked"):
+        state = "ok" if clock.get("trusted") else "FAILED"
+        extra.append(f"  clock check      {state}: program vs wall clock, max deviation "
+                     f"{clock.get('max_deviation_s', 0):.3f} s over {clock.get('events_checked', 0)} record(s), "
+                     f"tolerance {clock.get('tolerance')}")
+    if ext:
+        bad = ext.get("malformed_records", 0)
+        extra.append(f"  mllog records    {ext.get('mllog_records', 0)} read" + (f", {bad} malformed" if bad else "")
+                     + (f"; program {ext['exit']}" if ext.get("exit") else "")
+                     + (" (ended by --stop-at-target)" if ext.get("stopped_by_daybreak") else ""))
+        if ext.get("program_log") and run_dir:
+            extra.append(f"  program output   {Path(run_dir) / PROGRAM_LOG}")
+    return text + ("\n" + "\n".join(extra) if extra else "")
+
+
+__all__ = ["register", "cmd_time", "summary"]

@@ -1,0 +1,659 @@
+"""`daybreak time`: run any program as a child, stream its output, read its MLPerf log, record the run.
+
+The child runs in its own process group (session), so ending it (``--stop-at-target``, Ctrl-C) ends its
+children too: SIGTERM to the group, then SIGKILL after ``grace_s``. Its stdout and stderr are passed through
+unchanged and appended, line by line and flushed, to ``program.log``; the ``:::MLLOG`` records in them go to
+``mllog.log``. Each line's arrival is stamped with ``time.time()`` for the clock cross-check.
+
+The run directory is the same as `daybreak run`'s (result.json, dawnbench.json/.tsv, mllog.log), plus
+``program.log`` and ``external.json`` (how the program ended, the clock check, malformed records).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from daybreak.errors import ConfigError, DataError
+from daybreak.external.mllog_reader import (
+    ACCURACY_UNITS, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, RUN_START, RUN_STOP, Analysis, BadLine, MllogEvent,
+    ProgramEnd, TargetWatch, Tolerance, analyze, describe_exit, parse_line, verdict,
+)
+from daybreak.fileio import atomic_write_json
+from daybreak.measure.system import system_info
+from daybreak.pricing import cost_usd, resolve_price
+from daybreak.records.dawnbench import write_dawnbench
+from daybreak.records.mllog import MLLOG_FILE
+from daybreak.records.run import ClockRules, EpochRecord, RunResult
+from daybreak.tasks import get_task
+from daybreak.train.runner import _check_out_dir, default_run_dir, normalize_target
+
+PROGRAM_LOG = "program.log"
+EXTERNAL_FILE = "external.json"
+RECIPE = "external"
+MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (kept whole in program.log, in pieces)
+_RECORD_KEYS = {RUN_START, RUN_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP}
+
+
+@dataclass
+class TimeConfig:
+    task: str
+    command: list[str] = field(default_factory=list)  # the program and its arguments
+    log: Path | None = None  # instead of a command: an existing mllog file
+    target: float | None = None  # fraction or percent; default: the task's
+    out: Path | None = None
+    cost_per_hour: float | None = None
+    instance: str | None = None
+    stop_at_target: bool = False
+    grace_s: float = 10.0
+    count_eval: bool = False
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    unit: str = "auto"  # accuracy values: auto | fraction | percent
+    quiet: bool = False
+    author: str | None = None  # default: the log's submission_org, else the user name
+    author_email: str = ""
+    invocation: list[str] = field(default_factory=list)  # daybreak's own command line (recorded for --log)
+
+
+# --- the run directory -------------------------------------------------------------------------------------
+class ExternalRecorder:
+    """Writes result.json + DAWNBench files (atomically), mllog.log and program.log (appended line by line)."""
+
+    def __init__(self, run_dir: Path, result: RunResult, config: TimeConfig, *, mode: str, task_target: float):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.result = result
+        self.config = config
+        self.mode = mode  # "command" or "log"
+        self.task_target = task_target
+        # appended and flushed line by line (fsync'd at the end): a killed daybreak leaves whole lines behind
+        self._mllog = open(self.run_dir / MLLOG_FILE, "ab")
+        self._program = open(self.run_dir / PROGRAM_LOG, "ab") if mode == "command" else None
+        self.program_lines = 0
+        self.external: dict[str, Any] = {}
+        self.analysis: Analysis | None = None
+        self.bad_lines: list[BadLine] = []
+        self.save()
+
+    def mllog_line(self, text: str) -> None:
+        self._mllog.write(text.rstrip("\n").encode("utf-8") + b"\n")
+        self._mllog.flush()
+
+    def program_line(self, raw: bytes) -> int:
+        """Append one line of program output; returns its 1-based line number in program.log."""
+        assert self._program is not None
+        self._program.write(raw + b"\n")
+        self._program.flush()
+        self.program_lines += 1
+        return self.program_lines
+
+    def author(self) -> str:
+        if self.config.author is not None:
+            return self.config.author
+        org = (self.analysis.submission.get("submission_org") if self.analysis else None)
+        if isinstance(org, str) and org.strip():
+            return org.strip()
+        try:
+            return getpass.getuser()
+        except Exception:  # noqa: BLE001 - no user name is fine
+            return ""
+
+    def save(self) -> None:
+        self.result.save(self.run_dir)
+        write_dawnbench(self.result, self.run_dir, author=self.author(), author_email=self.config.author_email)
+        atomic_write_json(self.run_dir / EXTERNAL_FILE, self._external_json())
+
+    def _external_json(self) -> dict[str, Any]:
+        a = self.analysis
+        first = self.bad_lines[0] if self.bad_lines else None
+        return {
+            "kind": "daybreak.external",
+            "schema_version": 1,
+            "mode": self.mode,
+            "command": self.config.command if self.mode == "command" else None,
+            "log_file": str(self.config.log) if self.config.log else None,
+            "program_log": PROGRAM_LOG if self.mode == "command" else None,
+            "stop_at_target": self.config.stop_at_target,
+            "grace_s": self.config.grace_s,
+            "count_eval": self.config.count_eval,
+            "accuracy_unit_option": self.config.unit,
+            "accuracy_unit": None if a is None else ("percent" if a.percent else "fraction"),
+            "clock_check": None if a is None else asdict(a.clock),
+            "mllog_records": 0 if a is None else a.events,
+            "malformed_records": len(self.bad_lines),
+            "first_malformed": None if first is None else {"line": first.lineno, "reason": first.reason,
+                                                             "text": first.text[:500]},
+            "run_start_line": None if a is None or a.run_start is None else a.run_start.lineno,
+            "run_stop_status": None if a is None else a.run_stop_status,
+            "submission": {} if a is None else a.submission,
+            "notes": [] if a is None else a.notes,
+            **self.external,
+        }
+
+    def apply(self, a: Analysis, bad_lines: list[BadLine]) -> None:
+        """Fill the record from an analysis (status stays as it is: see ``finish``)."""
+        self.analysis = a
+        self.bad_lines = list(bad_lines)
+        r = self.result
+        r.model = a.model or "external"
+        r.framework = a.framework or "unknown"
+        r.hyperparameters = dict(a.hyperparameters)
+        r.seed = a.seed if a.seed is not None else 0
+        r.global_batch_size = a.global_batch_size
+        top5_task = r.metric == "top5"
+        r.history = [EpochRecord(epoch=ev.epoch, step=ev.step or 0, elapsed_s=ev.elapsed_s, accuracy=ev.accuracy,
+                                 top1=ev.accuracy, top5=ev.accuracy if top5_task else None, eval_s=ev.eval_s)
+                     for ev in a.evaluations]
+        r.final_accuracy = a.evaluations[-1].accuracy if a.evaluations else None
+        r.best_accuracy = a.best_accuracy
+        r.init_s = a.init_s
+        r.train_s = a.train_s
+        r.eval_s = a.eval_s
+        t = a.target_eval if a.reached else None
+        r.reached = t is not None
+        r.time_to_target_s = t.elapsed_s if t else None
+        r.epochs_to_target = t.epoch if t else None
+        r.steps_to_target = t.step if t else None
+        r.cost_usd = cost_usd(r.time_to_target_s, r.cost_per_hour)
+        notes = list(a.notes)
+        if self.mode == "log":
+            notes.append("timestamps read from a log file after the fact: not cross-checked against a wall clock")
+        r.data_notes = notes
+        reasons = []
+        if r.target != self.task_target:
+            reasons.append(f"target {r.target:.4f} differs from the task's {self.task_target:.4f}")
+        if self.mode == "log":
+            reasons.append("timestamps from a log file, not cross-checked against a wall clock")
+        if not a.clock.trusted:
+            reasons.append("the program's timestamps are not trusted (clock cross-check)")
+        r.unofficial_reasons = reasons
+        r.official = not reasons
+
+    def finish(self, a: Analysis, bad_lines: list[BadLine], end: ProgramEnd | None, *, total_s: float | None,
+               finished_at: datetime) -> None:
+        self.apply(a, bad_lines)
+        status, message = verdict(a, end, bad_lines=bad_lines,
+                                  where=PROGRAM_LOG if self.mode == "command" else str(self.config.log))
+        r = self.result
+        r.status = status  # type: ignore[assignment]
+        r.message = message
+        if status != "reached":
+            r.reached = False
+            r.time_to_target_s = r.epochs_to_target = r.steps_to_target = r.cost_usd = None
+        r.total_s = total_s
+        r.finished_at = finished_at
+        self.save()
+
+    def close(self) -> None:
+        for f in (self._mllog, self._program):
+            if f is not None and not f.closed:
+                f.flush()
+                try:
+                    os.fsync(f.fileno())
+                except OSError:
+                    pass
+                f.close()
+
+
+def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
+    timer = ("the program's own mllog time_ms, cross-checked against daybreak's wall clock (time.time at each "
+             f"line's arrival, tolerance {config.tolerance})" if mode == "command"
+             else "the program's own mllog time_ms, read from a log file: not cross-checked against a wall clock")
+    return ClockRules(
+        starts="at the program's run_start mllog event",
+        init_excluded=True,
+        eval_included=config.count_eval,
+        checkpoint_included=False,
+        stops="at the program's first eval_accuracy at or above the target (eval_start..eval_stop intervals "
+              + ("counted)" if config.count_eval else "excluded)"),
+        device_synchronized=False,
+        timer=timer,
+    )
+
+
+def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunResult, Path, float]:
+    """Check everything a user can get wrong; build the initial record. Nothing is written yet."""
+    task = get_task(config.task)
+    target = task.target if config.target is None else normalize_target(config.target)
+    price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
+    if not (config.grace_s >= 0 and config.grace_s != float("inf")):
+        raise ConfigError(f"--grace-s {config.grace_s}: must be a finite number of seconds >= 0")
+    if config.unit not in ACCURACY_UNITS:
+        raise ConfigError(f"--accuracy-unit {config.unit!r}: choose one of {', '.join(ACCURACY_UNITS)}")
+    out = config.out or default_run_dir(task.name, RECIPE, started_at)
+    _check_out_dir(out)
+    config.out = out
+    result = RunResult(
+        run_id=out.name, task=task.name, recipe=RECIPE, model="external", framework="unknown", metric=task.metric,
+        target=target, target_is_default=target == task.target, official=True, hyperparameters={}, seed=0,
+        device="external", amp="unknown", compile=False, threads=None, stop_at_target=config.stop_at_target,
+        eval_every_epochs=None, eval_every_steps=None, cost_per_hour=price, instance=instance,
+        price_date=price_date, clock=_clock_rules(config, mode), system=system_info(),
+        data_source="external program" if mode == "command" else f"mllog file {config.log}",
+        started_at=started_at,
+        command=list(config.command) if mode == "command" else list(config.invocation),
+    )
+    return result, out, task.target
+
+
+# --- --log FILE --------------------------------------------------------------------------------------------
+def time_log(config: TimeConfig) -> RunResult:
+    """The record of a finished run from its mllog file (no wall clock: the record says so)."""
+    assert config.log is not None
+    path = Path(config.log)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"--log {path}: cannot read it ({e.strerror or e})") from None
+    events: list[MllogEvent] = []
+    bad: list[BadLine] = []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for n, raw in enumerate(lines, start=1):
+        e, b = parse_line(raw.decode("utf-8", errors="replace"), n)
+        events.extend(e)
+        bad.extend(b)
+    if not events and not bad:
+        raise DataError(f"--log {path}: no :::MLLOG records in it")
+    started_at = _from_ms(min((e.time_ms for e in events), default=None)) or datetime.now(timezone.utc)
+    result, out, task_target = _prepare(config, "log", started_at)
+    rec = ExternalRecorder(out, result, config, mode="log", task_target=task_target)
+    try:
+        for e in events:
+            rec.mllog_line(e.text)
+        a = analyze(events, target=result.target, count_eval=config.count_eval, tolerance=None,
+                    unit=config.unit)  # type: ignore[arg-type]
+        total = None if a.first_time_ms is None else (a.last_time_ms - a.first_time_ms) / 1000.0
+        rec.finish(a, bad, None, total_s=total, finished_at=_from_ms(a.last_time_ms) or datetime.now(timezone.utc))
+    finally:
+        rec.close()
+    return rec.result
+
+
+def _from_ms(ms: float | None) -> datetime | None:
+    if ms is None or not 946684800000 <= ms <= 32503680000000:  # 2000..3000: plausibly epoch milliseconds
+        return None
+    return datetime.fromtimestamp(ms / 1000.0, timezone.utc)
+
+
+# --- a live child ------------------------------------------------------------------------------------------
+class _Terminated(BaseException):
+    """daybreak itself got SIGTERM/SIGHUP while timing."""
+
+
+class _Group:
+    """The child's process group (POSIX) or the child alone (elsewhere)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.posix = os.name == "posix"
+
+    def signal(self, sig: int) -> None:
+        try:
+            if self.posix:
+                os.killpg(self.proc.pid, sig)
+            elif sig == getattr(signal, "SIGKILL", None):
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL if self.posix else signal.SIGTERM)
+
+    def alive(self) -> bool:
+        """Is any process of the group still running (zombies do not count)?"""
+        if not self.posix:
+            return self.proc.poll() is None
+        pgid = self.proc.pid
+        proc_dir = Path("/proc")
+        if proc_dir.is_dir():
+            for entry in proc_dir.iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                fields = stat[stat.rfind(")") + 2:].split()
+                if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                    return True
+            return False
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def end(self, grace_s: float) -> None:
+        """SIGTERM whatever is left of the group, SIGKILL it after ``grace_s``."""
+        if not self.alive():
+            return
+        self.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        try:
+            while time.monotonic() < deadline and self.alive():
+                try:
+                    self.proc.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            if self.alive():
+                self.kill()
+
+
+def _reader(stream: Any, name: str, q: "queue.Queue[tuple[str, float, bytes | None]]") -> None:
+    fd = stream.fileno()
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            chunk = b""
+        q.put((name, time.time(), chunk or None))
+        if not chunk:
+            return
+
+
+class _Terminal:
+    """Pass the child's output through; a status line on stderr when it is a terminal (never in program.log)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and _isatty(sys.stderr)
+        self._shown = False
+        self._open_line = {"stdout": False, "stderr": False}
+        self._last_draw = 0.0
+
+    def write(self, name: str, chunk: bytes) -> None:
+        stream = sys.stdout if name == "stdout" else sys.stderr
+        self.clear()
+        try:
+            stream.flush()
+            buffer = getattr(stream, "buffer", None)
+            if buffer is not None:
+                buffer.write(chunk)
+                buffer.flush()
+            else:
+                stream.write(chunk.decode("utf-8", errors="replace"))
+                stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+        self._open_line[name] = not chunk.endswith(b"\n")
+
+    def clear(self) -> None:
+        if self._shown:
+            try:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+            except (ValueError, OSError):
+                pass
+            self._shown = False
+
+    def status(self, text: Callable[[], str], *, force: bool = False) -> None:
+        if not self.enabled or any(self._open_line.values()):
+            return
+        now = time.monotonic()
+        if not force and now - self._last_draw < 0.5:
+            return
+        self._last_draw = now
+        try:
+            sys.stderr.write("\r\033[K" + text())
+            sys.stderr.flush()
+            self._shown = True
+        except (ValueError, OSError):
+            pass
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _check_command(command: list[str]) -> None:
+    if not command:
+        raise ConfigError("give the program to time after --, e.g. `daybreak time --task digits -- python train.py`"
+                          ", or --log FILE")
+    exe = command[0]
+    if os.sep in exe or (os.altsep and os.altsep in exe):
+        if not Path(exe).is_file():
+            raise ConfigError(f"cannot run {exe!r}: no such file")
+        if not os.access(exe, os.X_OK):
+            raise ConfigError(f"cannot run {exe!r}: not executable")
+    elif shutil.which(exe) is None:
+        raise ConfigError(f"cannot run {exe!r}: not found on PATH")
+
+
+def time_command(config: TimeConfig) -> RunResult:
+    """Run ``config.command``, time it from its mllog stream, write the run directory; return the record."""
+    _check_command(config.command)
+    started_at = datetime.now(timezone.utc)
+    result, out, task_target = _prepare(config, "command", started_at)
+    rec = ExternalRecorder(out, result, config, mode="command", task_target=task_target)
+    try:
+        return _Session(config, rec).run()
+    except Exception as e:  # a bug or an I/O error in daybreak itself: record it, then let the CLI report it
+        rec.result.status = "failed"
+        rec.result.message = (f"daybreak: {type(e).__name__}: {e}".splitlines() or [""])[0][:500]
+        rec.result.finished_at = datetime.now(timezone.utc)
+        try:
+            rec.save()
+        except Exception:  # noqa: BLE001 - the original error matters more
+            pass
+        raise
+    finally:
+        rec.close()
+
+
+class _Session:
+    def __init__(self, config: TimeConfig, rec: ExternalRecorder):
+        self.config = config
+        self.rec = rec
+        self.events: list[MllogEvent] = []
+        self.bad: list[BadLine] = []
+        self.watch = TargetWatch(rec.result.target, config.unit)  # type: ignore[arg-type]
+        self.stop_requested = False
+        self.term = _Terminal(enabled=not config.quiet)
+        self.wall0 = time.time()
+        self.run_start_wall: float | None = None
+        self._partial = {"stdout": b"", "stderr": b""}
+
+    def _analyze(self) -> Analysis:
+        return analyze(self.events, target=self.rec.result.target, count_eval=self.config.count_eval,
+                       tolerance=self.config.tolerance, unit=self.config.unit)  # type: ignore[arg-type]
+
+    def _line(self, raw: bytes, wall: float) -> None:
+        lineno = self.rec.program_line(raw)
+        if b":::MLLOG" not in raw:
+            return
+        events, bad = parse_line(raw.decode("utf-8", errors="replace"), lineno, wall)
+        self.bad.extend(bad)
+        update = False
+        for e in events:
+            self.events.append(e)
+            self.rec.mllog_line(e.text)
+            if e.key == RUN_START and self.run_start_wall is None:
+                self.run_start_wall = wall
+            if self.watch.feed(e) and self.config.stop_at_target:
+                self.stop_requested = True
+            update = update or e.key in _RECORD_KEYS
+        if update:
+            self.rec.apply(self._analyze(), self.bad)
+            self.rec.save()
+
+    def _chunk(self, name: str, wall: float, chunk: bytes | None) -> None:
+        if chunk is None:  # EOF: a last line without newline
+            if self._partial[name]:
+                self._line(self._partial[name], wall)
+                self._partial[name] = b""
+            return
+        self.term.write(name, chunk)
+        buf = self._partial[name] + chunk
+        *lines, rest = buf.split(b"\n")
+        for raw in lines:
+            self._line(raw, wall)
+        while len(rest) > MAX_LINE_BYTES:
+            self._line(rest[:MAX_LINE_BYTES], wall)
+            rest = rest[MAX_LINE_BYTES:]
+        self._partial[name] = rest
+
+    def _status_text(self) -> str:
+        now = time.time()
+        parts = [f"[daybreak time] {now - self.wall0:6.1f} s"]
+        if self.run_start_wall is None:
+            parts.append("waiting for run_start")
+        else:
+            parts.append(f"run {now - self.run_start_wall:.1f} s")
+        if self.watch.last_accuracy is not None:
+            epoch = f" (epoch {self.watch.last_epoch})" if self.watch.last_epoch is not None else ""
+            parts.append(f"last accuracy {self.watch.last_accuracy * 100:.2f}%{epoch}")
+        parts.append(f"target {self.rec.result.target * 100:.2f}%")
+        if self.watch.reached_event is not None:
+            parts.append("REACHED" + (", stopping" if self.config.stop_at_target else ""))
+        return " | ".join(parts)
+
+    def run(self) -> RunResult:
+        config = self.config
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")  # Python children: every print arrives when printed
+        spawn_wall = time.time()
+        spawn_t = time.monotonic()
+        try:
+            proc = subprocess.Popen(config.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env, start_new_session=os.name == "posix",
+                                    bufsize=0)
+        except OSError as e:
+            a = self._analyze()
+            self.rec.finish(a, self.bad, ProgramEnd(returncode=None), total_s=time.monotonic() - spawn_t,
+                            finished_at=datetime.now(timezone.utc))
+            self.rec.result.status = "failed"
+            self.rec.result.message = f"cannot start {config.command[0]!r}: {e.strerror or e}"
+            self.rec.save()
+            return self.rec.result
+        group = _Group(proc)
+        q: queue.Queue = queue.Queue()
+        readers = [threading.Thread(target=_reader, args=(proc.stdout, "stdout", q), daemon=True),
+                   threading.Thread(target=_reader, args=(proc.stderr, "stderr", q), daemon=True)]
+        for t in readers:
+            t.start()
+        self.rec.external.update(pid=proc.pid, spawned_at_wall=spawn_wall)
+
+        interrupted: str | None = None
+        old_handlers = _install_signal_handlers()
+        try:
+            interrupted, stopped = self._pump(proc, group, q)
+        finally:
+            _restore_signal_handlers(old_handlers)
+            # whatever is left of the group (grandchildren, a program that ignored SIGTERM) goes now
+            try:
+                group.end(self.config.grace_s if not interrupted else min(self.config.grace_s, 2.0))
+            except KeyboardInterrupt:
+                group.kill()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            self.term.clear()
+
+        total_s = time.monotonic() - spawn_t
+        returncode = proc.returncode
+        self.rec.external.update(returncode=returncode, exit=describe_exit(returncode), stopped_by_daybreak=stopped,
+                                 interrupted=interrupted, program_lines=self.rec.program_lines)
+        end = ProgramEnd(returncode=returncode, stopped_by_daybreak=stopped, interrupted=interrupted)
+        self.rec.finish(self._analyze(), self.bad, end, total_s=total_s, finished_at=datetime.now(timezone.utc))
+        return self.rec.result
+
+    def _pump(self, proc: subprocess.Popen, group: _Group, q: queue.Queue) -> tuple[str | None, bool]:
+        """Read until both pipes close and the child has exited; end it when asked. -> (interrupted, stopped)."""
+        grace = self.config.grace_s
+        eof = {"stdout": False, "stderr": False}
+        term_at: float | None = None
+        kill_at: float | None = None
+        leader_exit: float | None = None
+        interrupted: str | None = None
+        stopped = False
+        while True:
+            try:
+                try:
+                    name, wall, chunk = q.get(timeout=0.1)
+                    if chunk is None:
+                        eof[name] = True
+                    self._chunk(name, wall, chunk)
+                    while True:  # drain what is there before looking at the clock again
+                        name, wall, chunk = q.get_nowait()
+                        if chunk is None:
+                            eof[name] = True
+                        self._chunk(name, wall, chunk)
+                except queue.Empty:
+                    pass
+                now = time.monotonic()
+                if self.stop_requested and term_at is None:
+                    stopped = True
+                    term_at = now
+                    group.signal(signal.SIGTERM)
+                if proc.poll() is not None and leader_exit is None:
+                    leader_exit = now
+                if all(eof.values()) and leader_exit is not None:
+                    return interrupted, stopped
+                if leader_exit is not None and term_at is None and now - leader_exit > 1.0:
+                    term_at = now  # the program is gone but something in its group still holds the pipes
+                    group.signal(signal.SIGTERM)
+                if term_at is not None and kill_at is None and now - term_at >= grace:
+                    kill_at = now
+                    group.kill()
+                if kill_at is not None and leader_exit is not None and now - kill_at > 2.0:
+                    return interrupted, stopped  # something outside the group holds the pipes: stop reading
+                self.term.status(self._status_text)
+            except (KeyboardInterrupt, _Terminated) as e:
+                if interrupted is not None:  # asked twice: no more grace
+                    group.kill()
+                    kill_at = kill_at or time.monotonic()
+                    continue
+                interrupted = ("interrupted by the user (Ctrl-C)" if isinstance(e, KeyboardInterrupt)
+                               else "daybreak was terminated")
+                term_at = time.monotonic()
+                group.signal(signal.SIGTERM)
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    old: dict[int, Any] = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            old[sig] = signal.signal(sig, _raise)
+        except (ValueError, OSError):
+            pass
+    return old
+
+
+def _restore_signal_handlers(old: dict[int, Any]) -> None:
+    for sig, handler in old.items():
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+
+
+__all__ = ["TimeConfig", "time_command", "time_log", "ExternalRecorder", "PROGRAM_LOG", "EXTERNAL_FILE"]
