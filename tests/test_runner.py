@@ -207,3 +207,45 @@ def test_instance_price_from_catalog(tmp_path):
     item = catalog()["gcp-e2-standard-2"]
     assert r.cost_per_hour == item.usd_per_hour and r.price_date == item.price_date
     assert r.cost_usd == pytest.approx(r.time_to_target_s / 3600 * item.usd_per_hour)
+
+
+def test_custom_batches_and_evaluator_plug_into_the_runner(tmp_path, monkeypatch):
+    """A task with its own batch source and metric (as SQuAD/ImageNet use) runs through the same loop."""
+    import dataclasses
+
+    from daybreak.data.digits import load_digits_task
+    from daybreak.tasks import TASKS
+    from daybreak.train.batches import InMemoryBatches, InMemoryClassification
+
+    calls = {"start": 0, "epochs": 0}
+
+    class CountingBatches(InMemoryBatches):
+        def start(self):
+            calls["start"] += 1
+            super().start()
+
+        def epoch(self, epoch):
+            calls["epochs"] += 1
+            yield from super().epoch(epoch)
+
+    def load(data_dir, allow_custom, download):
+        data = load_digits_task()
+        data.make_train_batches = lambda plan: CountingBatches(data, plan)
+        # a made-up "f1" metric: half the top-1 accuracy, so the target 0.45 means top-1 >= 90%
+        inner = {}
+
+        def make_evaluator(plan):
+            inner["e"] = InMemoryClassification(data, plan, top5=False)
+            return lambda model: {"f1": inner["e"](model)["top1"] / 2, "exact_match": 0.0}
+
+        data.make_evaluator = make_evaluator
+        return data
+
+    task = TASKS.get("digits")
+    monkeypatch.setitem(TASKS._items, "digits", dataclasses.replace(task, metric="f1", target=0.45, load=load))
+    r = run(RunConfig(out=tmp_path / "r", quiet=True))
+    assert r.reached and r.metric == "f1" and calls["start"] == 1 and calls["epochs"] == len(r.history)
+    assert r.history[-1].metrics["f1"] == r.history[-1].accuracy >= 0.45 and r.history[-1].top1 is None
+    rows = (tmp_path / "r" / "dawnbench.tsv").read_text().splitlines()
+    assert rows[0] == "epoch\thours\tf1Score"
+    assert float(rows[-1].split("\t")[2]) == pytest.approx(r.history[-1].accuracy, abs=1e-6)

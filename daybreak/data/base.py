@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -15,24 +16,35 @@ class TaskData:
 
     Images keep their stored dtype (uint8 for MNIST/CIFAR, float for digits) and layout N,C,H,W; recipes
     normalize on the device. Labels are int64 class indices.
+
+    Datasets too large for memory (ImageNet) or with another metric (SQuAD) set ``make_train_batches`` /
+    ``make_evaluator`` (see daybreak.train.batches); their tensors may then be ``None`` (train) or hold what
+    inference needs (eval inputs and labels, one example per row).
     """
 
-    train_x: torch.Tensor
-    train_y: torch.Tensor
+    train_x: torch.Tensor | None
+    train_y: torch.Tensor | None
     eval_x: torch.Tensor
     eval_y: torch.Tensor
     num_classes: int
     official: bool = True  # False when the files do not match the official checksums (--allow-custom-data)
     source: str = ""  # where the data came from: a folder, a package, ...
     notes: list[str] = field(default_factory=list)  # e.g. which files failed the checksum
+    # BatchPlan -> TrainBatches / Evaluator (daybreak.train.batches); None = the in-memory defaults
+    make_train_batches: Callable[[Any], Any] | None = None
+    make_evaluator: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
-        if len(self.train_x) != len(self.train_y) or len(self.eval_x) != len(self.eval_y):
-            raise ValueError("images and labels differ in count")
+        if (self.train_x is None) != (self.train_y is None):
+            raise ValueError("train inputs and labels must both be given or both be None")
+        if self.train_x is not None and self.train_y is not None and len(self.train_x) != len(self.train_y):
+            raise ValueError("train inputs and labels differ in count")
+        if len(self.eval_x) != len(self.eval_y):
+            raise ValueError("eval inputs and labels differ in count")
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.train_x.shape[1:])
+        return tuple(self.eval_x.shape[1:])
 
 
 def data_cache_root() -> Path:

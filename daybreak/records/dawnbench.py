@@ -23,11 +23,19 @@ def _epoch_cell(epoch: float) -> str:
 
 
 def tsv_text(result: RunResult) -> str:
-    has_top5 = any(h.top5 is not None for h in result.history)
+    """Classification: top1Accuracy [top5Accuracy] in percent. F1 tasks (SQuAD): f1Score as a fraction, as the
+    competition's SQuAD files have it."""
     out = io.StringIO()
+    if result.metric == "f1":
+        out.write("epoch\thours\tf1Score\n")
+        for h in result.history:
+            out.write(f"{_epoch_cell(h.epoch)}\t{h.elapsed_s / 3600.0:.8f}\t{h.accuracy:.6f}\n")
+        return out.getvalue()
+    has_top5 = any(h.top5 is not None for h in result.history)
     out.write("epoch\thours\ttop1Accuracy" + ("\ttop5Accuracy" if has_top5 else "") + "\n")
     for h in result.history:
-        row = [_epoch_cell(h.epoch), f"{h.elapsed_s / 3600.0:.8f}", f"{h.top1 * 100:.2f}"]
+        top1 = h.top1 if h.top1 is not None else h.accuracy
+        row = [_epoch_cell(h.epoch), f"{h.elapsed_s / 3600.0:.8f}", f"{top1 * 100:.2f}"]
         if has_top5:
             row.append(f"{(h.top5 or 0.0) * 100:.2f}")
         out.write("\t".join(row) + "\n")

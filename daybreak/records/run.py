@@ -25,8 +25,9 @@ class EpochRecord(BaseModel):
     step: int  # optimizer steps done
     elapsed_s: float
     accuracy: float  # fraction 0..1 of the task's metric (top-1 unless the task says otherwise)
-    top1: float
+    top1: float | None = None
     top5: float | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)  # everything the evaluation measured (e.g. f1, exact_match)
     train_loss: float | None = None  # mean training loss since the previous evaluation
     eval_s: float  # how long this evaluation took (wall, device synchronized)
 

@@ -7,7 +7,10 @@ appended and flushed one by one. A SIGKILL at any moment leaves every file parse
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,15 +43,29 @@ class RunRecorder:
                  write: bool = True):
         self.run_dir = Path(run_dir)
         self.write = write
-        if write:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.result = result
         self._submission = dict(author=author, author_email=author_email)
-        self.mllog: RunMllog | _NoMllog = RunMllog(self.run_dir / MLLOG_FILE) if write else _NoMllog()
         self._open_epoch: int | None = None
         self._finished = False
+        if write:
+            self._create_run_dir()
+        self.mllog: RunMllog | _NoMllog = RunMllog(self.run_dir / MLLOG_FILE) if write else _NoMllog()
         self._write_header()
-        self.save()
+
+    def _create_run_dir(self) -> None:
+        """The directory appears with every file already in it (built beside it, then renamed into place),
+        so a kill at any moment never leaves a run directory with a file missing."""
+        parent = self.run_dir.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}.", dir=parent))
+        try:
+            self.result.save(staging)
+            write_dawnbench(self.result, staging, **self._submission)
+            (staging / MLLOG_FILE).touch()
+            os.replace(staging, self.run_dir)  # replaces an empty directory of that name, if any
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
     # --- files ----------------------------------------------------------------------------------------------
     def save(self) -> None:

@@ -28,7 +28,8 @@ from daybreak.tasks import Task, get_task
 from daybreak.train.clock import Stopwatch, TrainingClock
 from daybreak.train.distributed import (DEFAULT_TIMEOUT_S, DistContext, Terminated, destroy, init_distributed,
                                         injected_fault_step)
-from daybreak.train.evaluate import accuracies, correct_counts, evaluate
+from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
+from daybreak.train.evaluate import evaluate
 from daybreak.train.recorder import RunRecorder
 
 # Exit statuses of `daybreak run` (also used by wrappers such as `repeat`).
@@ -216,8 +217,6 @@ def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, A
         recorder.mark_unofficial("data does not match the official checksums (--allow-custom-data)")
     recorder.result.data_source = data.source
     recorder.result.data_notes = list(data.notes)
-    train_x = data.train_x.to(device)
-    train_y = data.train_y.to(device)
     setup = recipe.build(hp, data, device)
     train_model: torch.nn.Module = setup.model
     if ctx.enabled:  # gradients all-reduced across ranks; rank 0's initial weights broadcast to all
@@ -226,27 +225,30 @@ def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, A
     if config.compile:
         train_model = torch.compile(train_model)
     if config.compile or device.type == "cuda":
-        _warm_up(setup, train_model, train_x, train_y, hp["batch_size"], device, amp)
+        _warm_up(setup, train_model, data.eval_x, data.eval_y, hp["batch_size"], device, amp)
+    plan = BatchPlan(setup=setup, batch_size=hp["batch_size"], epochs=hp["epochs"], seed=config.seed,
+                     device=device, amp=amp, ctx=ctx)
+    batches = train_batches_for(data, plan)
+    evaluator = evaluator_for(data, plan, top5=task.report_top5 or task.metric == "top5")
     ctx.barrier()
     recorder.init_stop(time.perf_counter_ns() - wall_start_ns)
 
-    _train(config, task, hp, setup, train_model, train_x, train_y, data.eval_x, data.eval_y, device, amp, ctx,
-           recorder)
+    _train(config, task, hp, setup, train_model, batches, evaluator, device, amp, ctx, recorder)
     recorder.finish_from_history(wall_start_ns)
 
 
-def _warm_up(setup: TrainSetup, model: torch.nn.Module, train_x: torch.Tensor, train_y: torch.Tensor,
+def _warm_up(setup: TrainSetup, model: torch.nn.Module, eval_x: torch.Tensor, eval_y: torch.Tensor,
              batch_size: int, device: torch.device, amp: str) -> None:
-    """Compile / autotune on random inputs of the training shape, then restore the initial weights.
+    """Compile / autotune on zero inputs of the example shape, then restore the initial weights.
 
-    Random tensors, not training data: the clock rules say the clock starts at the first touch of training
-    data, and warm-up is init.
+    Zeros and eval-set targets, not training data: the clock rules say the clock starts at the first touch
+    of training data, and warm-up is init.
     """
     model_state = copy.deepcopy(setup.model.state_dict())
     opt_state = copy.deepcopy(setup.optimizer.state_dict())
-    n = min(batch_size, len(train_x))
-    fake_raw = torch.zeros((n, *train_x.shape[1:]), dtype=train_x.dtype, device=device)
-    fake_y = torch.randint(0, int(train_y.max().item()) + 1 if len(train_y) else 1, (n,), device=device)
+    n = max(min(batch_size, len(eval_x)), 1)
+    fake_raw = torch.zeros((n, *eval_x.shape[1:]), dtype=eval_x.dtype, device=device)
+    fake_y = eval_y[torch.arange(n) % max(len(eval_y), 1)].to(device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
     for _ in range(3):
         x = setup.prepare(fake_raw)
@@ -264,24 +266,14 @@ def _warm_up(setup: TrainSetup, model: torch.nn.Module, train_x: torch.Tensor, t
 
 
 def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup, model: torch.nn.Module,
-           train_x_raw: torch.Tensor, train_y: torch.Tensor, eval_x_raw: torch.Tensor, eval_y: torch.Tensor,
-           device: torch.device, amp: str, ctx: DistContext, recorder: RunRecorder) -> None:
-    world, rank = ctx.world_size, ctx.rank
-    batch_size = min(hp["batch_size"], max(len(train_x_raw) // world, 1))  # per device
-    global_batch = batch_size * world
-    steps_per_epoch = max(len(train_x_raw) // global_batch, 1)
+           batches: TrainBatches, evaluator: Evaluator, device: torch.device, amp: str, ctx: DistContext,
+           recorder: RunRecorder) -> None:
+    steps_per_epoch = batches.steps_per_epoch
     total_steps = steps_per_epoch * hp["epochs"]
     eval_every_steps = config.eval_every_steps or steps_per_epoch * (config.eval_every_epochs or 1)
-    order = torch.Generator().manual_seed(config.seed)  # data order: same seed, same order (on every rank)
-    aug_gen = torch.Generator(device=device).manual_seed(config.seed + 1 + rank)
     base_lrs = [g["lr"] * recorder.result.lr_scale for g in setup.optimizer.param_groups]
     scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
-    # Each rank evaluates every world-th example; the correct counts are summed, so the accuracy is exactly
-    # that of one process evaluating rank 0's weights on the whole set.
-    eval_model = setup.model if ctx.enabled else model
-    eval_shard_x, eval_shard_y = eval_x_raw[rank::world], eval_y[rank::world].to(device)
-    eval_x: torch.Tensor | None = None
-    top5_wanted = task.report_top5 or task.metric == "top5"
+    eval_model = setup.model if ctx.enabled else model  # DDP forwards must match across ranks; eval shards don't
     loss_sum = torch.zeros((), device=device)
     loss_count = 0
     fault_step = injected_fault_step(ctx)
@@ -290,20 +282,12 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
     recorder.run_start()
     progress = recorder.progress(total_steps, enabled=not config.quiet)
     clock.start()  # ---- the clock starts here: the next line touches training data -------------------
-    train_x = setup.prepare(train_x_raw)
-    if setup.init_from_data is not None:
-        setup.init_from_data(train_x, train_y)
+    batches.start()
     model.train()
     step = 0
     for epoch in range(hp["epochs"]):
         recorder.epoch_start(epoch + 1)
-        perm = torch.randperm(len(train_x), generator=order).to(device)
-        for i in range(steps_per_epoch):
-            start = i * global_batch + rank * batch_size
-            idx = perm[start : start + batch_size]
-            x, y = train_x[idx], train_y[idx]
-            if setup.augment is not None:
-                x = setup.augment(x, aug_gen)
+        for x, y in batches.epoch(epoch):
             factor = setup.lr_multiplier(step, total_steps)
             for group, base in zip(setup.optimizer.param_groups, base_lrs):
                 group["lr"] = base * factor
@@ -315,11 +299,11 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
             scaler.update()
             step += 1
             if step == fault_step:
-                raise RuntimeError(f"injected fault on rank {rank} at step {step} (DAYBREAK_FAULT_INJECT)")
+                raise RuntimeError(f"injected fault on rank {ctx.rank} at step {step} (DAYBREAK_FAULT_INJECT)")
             loss_sum += loss.detach().float()
             loss_count += 1
             if progress.due(step):
-                mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (loss_count * world)
+                mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (loss_count * ctx.world_size)
                 if not math.isfinite(mean_loss):
                     return recorder.diverged(step, clock.pause())
                 progress.update(step, epoch=step / steps_per_epoch, loss=mean_loss, elapsed_s=clock.elapsed_s)
@@ -327,24 +311,21 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
                 continue
             # ---- evaluation: the clock pauses (unless --count-eval) ---------------------------------------
             train_elapsed = clock.pause()
-            mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * world)
+            mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * ctx.world_size)
             if not math.isfinite(mean_loss):
                 return recorder.diverged(step, train_elapsed)
             with Stopwatch(device) as sw:
                 recorder.eval_start(step / steps_per_epoch)
-                ctx.broadcast_buffers(setup.model)
-                if eval_x is None:
-                    eval_x = setup.prepare(eval_shard_x.to(device))
-                counts = correct_counts(eval_model, eval_x, eval_shard_y, device=device, amp=amp,
-                                        predict=setup.predict, top5=top5_wanted)
-                top1, top5 = accuracies(ctx.all_reduce_sum(counts), top5_wanted)
+                ctx.broadcast_buffers(setup.model)  # every rank evaluates rank 0's weights
+                metrics = evaluator(eval_model)
             if config.count_eval:
                 clock.add(sw.seconds)
-            accuracy = top5 if task.metric == "top5" and top5 is not None else top1
             record = EpochRecord(epoch=step / steps_per_epoch, step=step, elapsed_s=clock.elapsed_s,
-                                 accuracy=accuracy, top1=top1, top5=top5, train_loss=mean_loss, eval_s=sw.seconds)
+                                 accuracy=metrics[task.metric], top1=metrics.get("top1"), top5=metrics.get("top5"),
+                                 metrics=metrics, train_loss=mean_loss, eval_s=sw.seconds)
             recorder.evaluated(record, setup.model)
-            progress.update(step, epoch=record.epoch, loss=mean_loss, elapsed_s=record.elapsed_s, accuracy=accuracy)
+            progress.update(step, epoch=record.epoch, loss=mean_loss, elapsed_s=record.elapsed_s,
+                            accuracy=record.accuracy)
             loss_sum.zero_()
             loss_count = 0
             if recorder.result.reached and not config.full_schedule:

@@ -1,0 +1,121 @@
+"""Where training batches and evaluations come from. The runner's loop only sees these two interfaces.
+
+- ``InMemoryBatches``: the whole (small) dataset lives on the device; ``prepare`` runs once on all of it inside
+  the clock, then every step slices a seeded permutation. Used by digits, MNIST and CIFAR-10.
+- ``InMemoryClassification``: sharded top-1/top-5 evaluation of in-memory tensors.
+
+A task whose data does not fit in memory (ImageNet) or whose metric is not classification accuracy (SQuAD's F1)
+sets ``TaskData.make_train_batches`` / ``TaskData.make_evaluator`` to build its own objects with the same
+methods; the runner calls them with a ``BatchPlan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+
+import torch
+from torch import nn
+
+from daybreak.train.evaluate import correct_counts
+
+if TYPE_CHECKING:
+    from daybreak.data.base import TaskData
+    from daybreak.recipes import TrainSetup
+    from daybreak.train.distributed import DistContext
+
+
+@dataclass
+class BatchPlan:
+    """What a batch source or evaluator needs to know about the run."""
+
+    setup: "TrainSetup"
+    batch_size: int  # per device
+    epochs: int
+    seed: int
+    device: torch.device
+    amp: str
+    ctx: "DistContext"
+
+
+class TrainBatches(Protocol):
+    steps_per_epoch: int
+
+    def start(self) -> None:
+        """Runs inside the clock, before the first step (one-time preparation of the training data)."""
+
+    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's (input, target) batches of one epoch, on the device, ready for the model."""
+
+
+class Evaluator(Protocol):
+    def __call__(self, model: nn.Module) -> dict[str, float]:
+        """Metrics of ``model`` on the whole eval split (all ranks together), e.g. {"top1": .., "top5": ..}."""
+
+
+class InMemoryBatches:
+    def __init__(self, data: "TaskData", plan: BatchPlan):
+        world, rank = plan.ctx.world_size, plan.ctx.rank
+        self.plan = plan
+        self.raw_x = data.train_x.to(plan.device)
+        self.y = data.train_y.to(plan.device)
+        self.batch_size = min(plan.batch_size, max(len(self.raw_x) // world, 1))
+        self.global_batch = self.batch_size * world
+        self.offset = rank * self.batch_size
+        self.steps_per_epoch = max(len(self.raw_x) // self.global_batch, 1)
+        self.order = torch.Generator().manual_seed(plan.seed)  # the same order on every rank
+        self.aug = torch.Generator(device=plan.device).manual_seed(plan.seed + 1 + rank)
+        self.x: torch.Tensor | None = None
+
+    def start(self) -> None:
+        setup = self.plan.setup
+        self.x = setup.prepare(self.raw_x)
+        if setup.init_from_data is not None:
+            setup.init_from_data(self.x, self.y)
+
+    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        assert self.x is not None, "start() first"
+        augment = self.plan.setup.augment
+        perm = torch.randperm(len(self.x), generator=self.order).to(self.plan.device)
+        for i in range(self.steps_per_epoch):
+            start = i * self.global_batch + self.offset
+            idx = perm[start : start + self.batch_size]
+            x = self.x[idx]
+            if augment is not None:
+                x = augment(x, self.aug)
+            yield x, self.y[idx]
+
+
+class InMemoryClassification:
+    """Each rank evaluates every world-th example; correct counts are summed over ranks, so the accuracy is
+    exactly that of one process evaluating the same weights on the whole set."""
+
+    def __init__(self, data: "TaskData", plan: BatchPlan, *, top5: bool):
+        world, rank = plan.ctx.world_size, plan.ctx.rank
+        self.plan = plan
+        self.top5 = top5
+        self.raw_x = data.eval_x[rank::world]
+        self.y = data.eval_y[rank::world].to(plan.device)
+        self.x: torch.Tensor | None = None  # prepared at the first evaluation (counted as evaluation time)
+
+    def __call__(self, model: nn.Module) -> dict[str, float]:
+        p = self.plan
+        if self.x is None:
+            self.x = p.setup.prepare(self.raw_x.to(p.device))
+        counts = p.ctx.all_reduce_sum(correct_counts(model, self.x, self.y, device=p.device, amp=p.amp,
+                                                     predict=p.setup.predict, top5=self.top5))
+        c1, c5, n = (int(v) for v in counts.tolist())
+        metrics = {"top1": c1 / max(n, 1)}
+        if self.top5:
+            metrics["top5"] = c5 / max(n, 1)
+        return metrics
+
+
+def train_batches_for(data: "TaskData", plan: BatchPlan) -> TrainBatches:
+    make: Callable[[BatchPlan], TrainBatches] | None = data.make_train_batches
+    return make(plan) if make is not None else InMemoryBatches(data, plan)
+
+
+def evaluator_for(data: "TaskData", plan: BatchPlan, *, top5: bool) -> Evaluator:
+    make: Callable[[BatchPlan], Evaluator] | None = data.make_evaluator
+    return make(plan) if make is not None else InMemoryClassification(data, plan, top5=top5)
