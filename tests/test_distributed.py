@@ -16,8 +16,8 @@ from daybreak.train.evaluate import evaluate
 
 from conftest import single_line
 
-# 2 x 32 per device = the single-process recipe's global batch of 64; lr 0.1 per 32 x 2 (linear) = its 0.2
-TWO_PROC = ["run", "--nproc-per-node", "2", "--set", "batch_size=32", "--set", "lr=0.1", "-q"]
+# 2 x 32 per device = the single-process recipe's global batch of 64; lr 0.05 per 32 x 2 (linear) = its 0.1
+TWO_PROC = ["run", "--nproc-per-node", "2", "--set", "batch_size=32", "--set", "lr=0.05", "-q"]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from daybreak.cli import main
-from daybreak.infer import InferConfig, accuracy_of, infer, latency_stats, load_for_inference, measure_latency
+from daybreak.infer.latency import InferConfig, accuracy_of, infer, latency_stats, load_for_inference, measure_latency
 from daybreak.infer.latency import nearest_rank
 from daybreak.infer.loadgen import loadgen_available, parse_summary
 from daybreak.records.dawnbench_inference import JSON_FILE as DAWN_INFER_FILE

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from daybreak.records.inference import InferenceResult
+if TYPE_CHECKING:
+    from daybreak.records.inference import InferenceResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from daybreak.infer.latency import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
+    from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
 
     p = sub.add_parser(
         "infer",

@@ -30,14 +30,12 @@ import torch
 from torch import nn
 
 from daybreak.errors import ConfigError, DaybreakError, RecordError
+from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
 from daybreak.measure.device import amp_dtype, resolve_amp, select_device, set_threads, synchronize
 from daybreak.records.inference import InferenceResult, InferenceSettings, LatencyStats, ThroughputStats
 from daybreak.records.run import RunResult
 
 CHECKPOINT_FORMAT = "daybreak.checkpoint/1"
-DEFAULT_WARMUP = 10
-DEFAULT_BATCH_SIZE = 256
-DEFAULT_REPEATS = 3
 EXIT_INVALID = 3  # the predictions did not reach the run's target accuracy
 _OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
@@ -71,6 +69,9 @@ class LoadedRun:
     prepared_on: str
     data_source: str = ""
     data_official: bool = True
+    # A task whose accuracy is not a label comparison (SQuAD's F1) scores the raw model outputs of every query
+    # itself: ``TaskData.score_predictions(outputs) -> metrics``; the queries then return the outputs, not labels.
+    score_predictions: Callable[[torch.Tensor], dict[str, float]] | None = None
     _queries: list[torch.Tensor] | None = field(default=None, repr=False)
 
     @property
@@ -185,7 +186,10 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
                           f"{msg[:240] + ('...' if len(msg) > 240 else '')}") from None
     model.eval()
     model.requires_grad_(False)
-    inputs, prepared_on = _prepare_on_host(setup.prepare, data.eval_x, dev)
+    # A task whose eval inputs are too large to keep decoded during training (ImageNet) decodes them here.
+    inference_inputs = getattr(data, "inference_inputs", None)
+    eval_x = inference_inputs() if callable(inference_inputs) else data.eval_x
+    inputs, prepared_on = _prepare_on_host(setup.prepare, eval_x, dev)
     if dev.type == "cuda":
         inputs = inputs.pin_memory()
     top5 = task.metric == "top5" or task.report_top5
@@ -194,6 +198,7 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
         model=torch.compile(model) if compile else model, predict=setup.predict, device=dev, amp=amp,
         compiled=compile, inputs=inputs, labels=data.eval_y.to("cpu", torch.long), top5=top5,
         prepared_on=prepared_on, data_source=data.source, data_official=data.official,
+        score_predictions=getattr(data, "score_predictions", None),
     )
 
 
@@ -201,7 +206,8 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
 
 
 def make_classifier(loaded: LoadedRun, *, to_host: bool = True) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Host input batch -> predicted labels (N,) or, with top-5, (N, 1 + k): [argmax, top-k...].
+    """Host input batch -> predicted labels (N,) or, with top-5, (N, 1 + k): [argmax, top-k...]; for a task that
+    scores its own predictions (``loaded.score_predictions``), the raw outputs (as float32) instead of labels.
 
     Call inside ``torch.inference_mode()``. With ``to_host`` the labels come back to host memory (which
     waits for the device); the caller still synchronizes before reading a clock.
@@ -224,7 +230,10 @@ def make_classifier(loaded: LoadedRun, *, to_host: bool = True) -> Callable[[tor
             with torch.autocast(device_type=device.type, dtype=dtype):
                 return plain_forward(x)
 
-    if k:
+    if loaded.score_predictions is not None:
+        def labels(logits: torch.Tensor) -> torch.Tensor:
+            return logits.float()
+    elif k:
         def labels(logits: torch.Tensor) -> torch.Tensor:
             return torch.cat((logits.argmax(dim=1, keepdim=True), logits.topk(k, dim=1).indices), dim=1)
     else:
@@ -459,8 +468,13 @@ def infer(config: InferConfig) -> InferenceResult:
     finally:
         bar.close()
     stats = latency_stats(lat.ns)
-    top1, top5 = accuracy_of(lat.predictions, loaded.labels)
-    accuracy = top5 if run.metric == "top5" and top5 is not None else top1
+    if loaded.score_predictions is not None:  # e.g. SQuAD: F1 of the answers decoded from the timed outputs
+        metrics = loaded.score_predictions(lat.predictions)
+        accuracy = metrics[run.metric]
+        top1, top5 = metrics.get("top1", accuracy), metrics.get("top5")
+    else:
+        top1, top5 = accuracy_of(lat.predictions, loaded.labels)
+        accuracy = top5 if run.metric == "top5" and top5 is not None else top1
     valid = accuracy >= run.target
     reason = None if valid else (f"accuracy {accuracy * 100:.2f}% of the timed predictions is below the run's target "
                                  f"{run.target * 100:.2f}% ({run.metric})")

@@ -97,4 +97,4 @@ def parse_overrides(items: list[str] | None, defaults: dict[str, Any]) -> dict[s
 
 
 def _import_all() -> None:
-    from daybreak.recipes import cifar10, digits, mnist  # noqa: F401
+    from daybreak.recipes import cifar10, digits, imagenet, mnist, squad  # noqa: F401

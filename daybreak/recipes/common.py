@@ -40,3 +40,26 @@ def random_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Mirror each image left-right with probability 1/2."""
     flip = torch.rand(x.shape[0], device=x.device, generator=generator) < 0.5
     return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+
+
+def nesterov_translate_setup(model: torch.nn.Module, hp: dict, *, prepare, translate_px: int):
+    """The shape the digit recipes share: Nesterov SGD with weight decay, a triangular lr, label-smoothed
+    cross-entropy, and (if ``hp["augment"]``) random +-``translate_px`` pixel shifts on the device.
+
+    ``hp`` needs lr, momentum, weight_decay, peak_at, label_smoothing and augment."""
+    from daybreak.recipes import TrainSetup
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=hp["lr"], momentum=hp["momentum"], nesterov=True,
+                                weight_decay=hp["weight_decay"])
+
+    def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return random_translate(x, translate_px, generator)
+
+    return TrainSetup(
+        model=model,
+        optimizer=optimizer,
+        lr_multiplier=triangular(hp["peak_at"]),
+        loss_fn=lambda logits, y: torch.nn.functional.cross_entropy(logits, y, label_smoothing=hp["label_smoothing"]),
+        prepare=prepare,
+        augment=augment if hp["augment"] else None,
+    )

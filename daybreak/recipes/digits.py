@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from daybreak.data.base import TaskData
 from daybreak.models import create_model
 from daybreak.recipes import RECIPES, Recipe, TrainSetup
-from daybreak.recipes.common import random_translate, triangular
+from daybreak.recipes.common import nesterov_translate_setup
 
 HYPERPARAMETERS: dict[str, Any] = dict(
     batch_size=64,         # 1,347 training images -> 21 steps/epoch; small batches converge in fewer epochs here
     epochs=12,             # the schedule's length; the run stops earlier once the target is reached
-    lr=0.2,                # peak SGD lr; BN makes this stable (0.05-0.4 all reach 98%)
+    lr=0.1,                # peak SGD lr: 98% by epoch 3-4 over seeds 0-3; 0.2 needed up to 8 epochs, 0.4 missed 98%
     momentum=0.9,          # Nesterov momentum, the usual 0.9
     weight_decay=5e-4,     # standard for small CNNs; mild regularization on 1.3k images
     peak_at=0.2,           # triangular schedule peaks after 20% of the steps, then decays linearly to 0
@@ -27,23 +26,11 @@ HYPERPARAMETERS: dict[str, Any] = dict(
 
 def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetup:
     model = create_model("digits_cnn", num_classes=data.num_classes, width=hp["width"]).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=hp["lr"], momentum=hp["momentum"], nesterov=True,
-                                weight_decay=hp["weight_decay"])
 
     def prepare(x: torch.Tensor) -> torch.Tensor:
         return (x.float() - 4.88) / 6.02  # digits pixels are 0..16; train-set mean/std
 
-    def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        return random_translate(x, 1, generator)
-
-    return TrainSetup(
-        model=model,
-        optimizer=optimizer,
-        lr_multiplier=triangular(hp["peak_at"]),
-        loss_fn=lambda logits, y: F.cross_entropy(logits, y, label_smoothing=hp["label_smoothing"]),
-        prepare=prepare,
-        augment=augment if hp["augment"] else None,
-    )
+    return nesterov_translate_setup(model, hp, prepare=prepare, translate_px=1)
 
 
 RECIPES.add("digits", Recipe(

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from daybreak.data.base import TaskData
 from daybreak.models import create_model
 from daybreak.recipes import RECIPES, Recipe, TrainSetup
-from daybreak.recipes.common import random_translate, triangular
+from daybreak.recipes.common import nesterov_translate_setup
 
 HYPERPARAMETERS: dict[str, Any] = dict(
     batch_size=128,        # ~470 steps/epoch on 60k images: enough updates per second on 2 CPU cores
@@ -27,23 +26,11 @@ HYPERPARAMETERS: dict[str, Any] = dict(
 
 def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetup:
     model = create_model("mnist_cnn", num_classes=data.num_classes, width=hp["width"]).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=hp["lr"], momentum=hp["momentum"], nesterov=True,
-                                weight_decay=hp["weight_decay"])
 
     def prepare(x: torch.Tensor) -> torch.Tensor:
         return (x.float() / 255.0 - 0.1307) / 0.3081  # the usual MNIST mean/std
 
-    def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        return random_translate(x, 2, generator)
-
-    return TrainSetup(
-        model=model,
-        optimizer=optimizer,
-        lr_multiplier=triangular(hp["peak_at"]),
-        loss_fn=lambda logits, y: F.cross_entropy(logits, y, label_smoothing=hp["label_smoothing"]),
-        prepare=prepare,
-        augment=augment if hp["augment"] else None,
-    )
+    return nesterov_translate_setup(model, hp, prepare=prepare, translate_px=2)
 
 
 RECIPES.add("mnist", Recipe(

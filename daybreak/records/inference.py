@@ -6,15 +6,14 @@ total / N, with the percentiles MLPerf reports (p90 is SingleStream's metric). C
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from daybreak.errors import RecordError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.base import load_record
 from daybreak.measure.system import SystemInfo
 
 INFERENCE_FILE = "inference.json"
@@ -140,20 +139,5 @@ class InferenceResult(BaseModel):
     @classmethod
     def load(cls, path: str | Path) -> "InferenceResult":
         """Load from a run directory or an inference.json path, with one-line errors."""
-        path = Path(path)
-        file = path / INFERENCE_FILE if path.is_dir() else path
-        if not file.exists():
-            raise RecordError(f"{path}: no {INFERENCE_FILE} here; run `daybreak infer {path}` first")
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise RecordError(f"{file}: not readable JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
-        if not isinstance(data, dict) or data.get("kind") != "daybreak.inference":
-            kind = data.get("kind") if isinstance(data, dict) else None
-            raise RecordError(f"{file}: not a daybreak inference record (kind {kind!r})")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise RecordError(f"{file}: invalid inference record: {where}: {first['msg']}") from None
+        return load_record(cls, path, file_name=INFERENCE_FILE, kind="daybreak.inference", what="inference",
+                           missing_hint=f"run `daybreak infer {path}` first")

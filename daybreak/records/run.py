@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from daybreak.errors import RecordError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.base import load_record
 from daybreak.measure.system import SystemInfo
 
 RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
@@ -110,19 +109,5 @@ class RunResult(BaseModel):
     @classmethod
     def load(cls, path: str | Path) -> "RunResult":
         """Load from a run directory or a result.json path, with one-line errors."""
-        path = Path(path)
-        file = path / RESULT_FILE if path.is_dir() else path
-        if not file.exists():
-            raise RecordError(f"{path}: no {RESULT_FILE} here; is this a daybreak run directory?")
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise RecordError(f"{file}: not readable JSON ({e})") from None
-        if not isinstance(data, dict) or data.get("kind") != "daybreak.run":
-            raise RecordError(f"{file}: not a daybreak run record (kind {data.get('kind') if isinstance(data, dict) else None!r})")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise RecordError(f"{file}: invalid run record: {where}: {first['msg']}") from None
+        return load_record(cls, path, file_name=RESULT_FILE, kind="daybreak.run", what="run",
+                           missing_hint="is this a daybreak run directory?")

@@ -278,6 +278,9 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
     loss_count = 0
     fault_step = injected_fault_step(ctx)
 
+    def mean_loss_since_last_eval() -> float:  # over all ranks; reads the device (a sync)
+        return ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * ctx.world_size)
+
     clock = TrainingClock(device)
     recorder.run_start()
     progress = recorder.progress(total_steps, enabled=not config.quiet)
@@ -303,7 +306,7 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
             loss_sum += loss.detach().float()
             loss_count += 1
             if progress.due(step):
-                mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (loss_count * ctx.world_size)
+                mean_loss = mean_loss_since_last_eval()
                 if not math.isfinite(mean_loss):
                     return recorder.diverged(step, clock.pause())
                 progress.update(step, epoch=step / steps_per_epoch, loss=mean_loss, elapsed_s=clock.elapsed_s)
@@ -311,7 +314,7 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
                 continue
             # ---- evaluation: the clock pauses (unless --count-eval) ---------------------------------------
             train_elapsed = clock.pause()
-            mean_loss = ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * ctx.world_size)
+            mean_loss = mean_loss_since_last_eval()
             if not math.isfinite(mean_loss):
                 return recorder.diverged(step, train_elapsed)
             with Stopwatch(device) as sw:

@@ -1,0 +1,265 @@
+"""Submission: one validated, normalized leaderboard entry, whatever file it came from.
+
+Every reader (DAWNBench v1 JSON + TSV, daybreak's result.json and inference.json) turns its input into a
+:class:`Submission` or raises :class:`SubmissionError` with a one-line reason. Nothing is stored until a whole
+submission has been validated, so a file that cannot be used leaves no partial rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+from daybreak.errors import DaybreakError
+
+# Bounds on what one submission may hold. The web server's request limit (1 MiB) covers a JSON and its TSV.
+MAX_FILE_BYTES = 1024 * 1024
+MAX_TSV_ROWS = 10_000
+MAX_FIELD_CHARS = 1_000  # model, hardware, framework, author, ... (the real DAWNBench files stay under 150)
+MAX_JSON_DEPTH = 32
+MAX_SOURCE_CHARS = 500
+MAX_QUANTITY = 1e6  # bound on hours, USD per hour, ms per example, USD per example: keeps products finite
+
+FORMAT_DAWNBENCH = "dawnbench-v1"
+FORMAT_RUN = "daybreak.run"
+FORMAT_INFERENCE = "daybreak.inference"
+
+KIND_TRAIN = "train"
+KIND_INFERENCE = "inference"
+
+
+class SubmissionError(DaybreakError):
+    """A submission that cannot be used: ``str(err)`` says which field or line and why, on one line."""
+
+
+@dataclass
+class Submission:
+    kind: str  # "train" or "inference"
+    task: str
+    source_format: str  # FORMAT_*
+    source: str  # where it came from, for display only (never opened as a path)
+    model: str
+    hardware: str
+    framework: str
+    submitted_at: datetime  # naive UTC; DAWNBench's timestamp is a date (midnight)
+    metric: str
+    target: float  # fraction
+    accuracy: float  # fraction: training, at the first row at/above target; inference, the stated accuracy
+    accuracy_unit: str  # how the file wrote it: "percent" or "fraction"
+    document: dict[str, Any]  # the submitted JSON as parsed (all metadata)
+    author: str = ""
+    author_email: str = ""
+    code_url: str = ""
+    time_to_target_s: float | None = None
+    epochs_to_target: float | None = None
+    cost_per_hour: float | None = None
+    train_cost_usd: float | None = None
+    latency_ms: float | None = None
+    cost_per_example_usd: float | None = None
+    inference_cost_10k_usd: float | None = None
+    curve: list[tuple[float, float, float | None]] = field(default_factory=list)  # (hours, accuracy, epoch)
+    tsv_columns: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    submitter: str | None = None
+    content_hash: str = ""
+
+    def finish(self, hashed: dict[str, Any]) -> "Submission":
+        """Set the content hash from the normalized content (so CRLF/spacing variants of a file are the same)."""
+        payload = {"format": self.source_format, "kind": self.kind, "task": self.task, **hashed}
+        self.content_hash = hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+        return self
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def load_json(data: bytes, what: str) -> Any:
+    """Parse JSON bytes with the leaderboard's limits: size, UTF-8, no NaN/Infinity, bounded nesting."""
+    if len(data) > MAX_FILE_BYTES:
+        raise SubmissionError(f"{what}: {len(data):,} bytes, more than the {MAX_FILE_BYTES:,} allowed")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SubmissionError(f"{what}: not UTF-8 text (bad byte at offset {e.start})") from None
+    if not text.strip():
+        raise SubmissionError(f"{what}: empty file, expected a JSON object")
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        raise SubmissionError(f"{what}: invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise SubmissionError(f"{what}: invalid JSON: nested too deeply") from None
+    except ValueError as e:
+        raise SubmissionError(f"{what}: invalid JSON: {one_line(str(e), 120)}") from None
+    _check_depth(obj, what)
+    return obj
+
+
+def _check_depth(obj: Any, what: str) -> None:
+    """Bounded nesting, and text that is real Unicode (JSON's ``\\ud800`` escapes can make lone surrogates)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise SubmissionError(f"{what}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        if isinstance(item, dict):
+            for key, value in item.items():
+                _check_unicode(key, what)
+                stack.append((value, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str):
+            _check_unicode(item, what)
+
+
+def _check_unicode(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SubmissionError(f"{what}: invalid Unicode in a string "
+                              "(a lone surrogate escape such as \\ud800)") from None
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def text_field(doc: dict, key: str, what: str, *, required: bool) -> str:
+    """A display string: str, trimmed, no control characters, at most MAX_FIELD_CHARS. '' when optional+absent."""
+    value = doc.get(key)
+    if value is None:
+        if required:
+            raise SubmissionError(f"{what}: required field {key!r} is missing" if key not in doc
+                                  else f"{what}: required field {key!r} is null")
+        return ""
+    if not isinstance(value, str):
+        raise SubmissionError(f"{what}: {key!r} must be a string, not {json_type(value)}")
+    value = value.strip()
+    if required and not value:
+        raise SubmissionError(f"{what}: required field {key!r} is empty")
+    if len(value) > MAX_FIELD_CHARS:
+        raise SubmissionError(f"{what}: {key!r} is {len(value):,} characters long, "
+                              f"more than the {MAX_FIELD_CHARS:,} allowed")
+    if _CONTROL.search(value):
+        raise SubmissionError(f"{what}: {key!r} contains control characters (newline, tab, ...)")
+    return value
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$", re.ASCII)
+
+
+def parse_number(value: Any, what: str) -> float:
+    """A JSON number (or a plain decimal string such as "3.06"); finite; booleans are not numbers."""
+    if isinstance(value, bool) or value is None:
+        raise SubmissionError(f"{what} must be a number, not {json_type(value)}")
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise SubmissionError(f"{what} is too large") from None
+    elif isinstance(value, str) and _NUMBER.match(value.strip()):
+        number = float(value.strip())
+    else:
+        shown = repr(value)[:40] if isinstance(value, str) else json_type(value)
+        raise SubmissionError(f"{what} must be a number, not {shown}")
+    if not math.isfinite(number):
+        raise SubmissionError(f"{what} must be a finite number")
+    return number
+
+
+def number_field(doc: dict, key: str, what: str, *, required: bool, positive: bool = True,
+                 maximum: float = MAX_QUANTITY) -> float | None:
+    """A number field; None when optional and absent or null (DAWNBench files write null for 'not priced')."""
+    if doc.get(key) is None:
+        if required:
+            raise SubmissionError(f"{what}: required field {key!r} is " + ("missing" if key not in doc else "null"))
+        return None
+    number = parse_number(doc[key], f"{what}: {key!r}")
+    if positive and number <= 0:
+        raise SubmissionError(f"{what}: {key!r} must be greater than 0, not {number:g}")
+    if number > maximum:
+        raise SubmissionError(f"{what}: {key!r} {number:g} is out of range (at most {maximum:g})")
+    return number
+
+
+_DATE = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$", re.ASCII)
+_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?$", re.ASCII)
+
+
+def parse_timestamp(value: Any, what: str) -> datetime:
+    """DAWNBench's ``timestamp``: ``YYYY-MM-DD`` (some files write ``2019-7-22``) or an ISO 8601 date-time.
+
+    Returns naive UTC. A date more than a day in the future is refused.
+    """
+    if not isinstance(value, str):
+        raise SubmissionError(f"{what}: 'timestamp' must be a string YYYY-MM-DD, not {json_type(value)}")
+    text = value.strip()
+    m = _DATE.match(text)
+    try:
+        if m:
+            when = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif _DATETIME.match(text):
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            if when.tzinfo is not None:
+                when = when.astimezone(timezone.utc).replace(tzinfo=None)
+        else:
+            raise ValueError("format")
+    except ValueError as e:
+        detail = "expected YYYY-MM-DD" if str(e) == "format" else one_line(str(e), 60)
+        raise SubmissionError(f"{what}: 'timestamp' {one_line(text, 40)!r} is not a date ({detail})") from None
+    if when.year < 2000:
+        raise SubmissionError(f"{what}: 'timestamp' {text!r} is before 2000")
+    if when > datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(days=1):
+        raise SubmissionError(f"{what}: 'timestamp' {text!r} is in the future")
+    return when
+
+
+def as_naive_utc(when: datetime) -> datetime:
+    return when.astimezone(timezone.utc).replace(tzinfo=None) if when.tzinfo is not None else when
+
+
+def accuracy_value(value: Any, what: str) -> tuple[float, str]:
+    """One accuracy as written -> (fraction, unit). Above 1 is percent (at most 100); 0..1 is a fraction."""
+    number = parse_number(value, what)
+    if number < 0 or number > 100:
+        raise SubmissionError(f"{what} is {number:g}: out of range (0-100 percent or 0-1 fraction)")
+    return (number / 100.0, "percent") if number > 1.0 else (number, "fraction")
+
+
+def reaches(accuracy: float, target: float) -> bool:
+    """``accuracy >= target`` for fractions, forgiving the last bit of a percent/100 conversion."""
+    return accuracy >= target - 1e-12
+
+
+def today() -> date:
+    return datetime.now(timezone.utc).date()

@@ -1,0 +1,82 @@
+"""The leaderboard's tasks and their targets: DAWNBench v1's three plus daybreak's own tasks.
+
+Accuracies are fractions everywhere in the leaderboard (0.94 = 94%); the DAWNBench files' percent values are
+normalized on import (see :mod:`daybreak.leaderboard.dawnbench_import`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from daybreak.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LeaderboardTask:
+    name: str  # daybreak's name: "cifar10", "imagenet", "squad", "digits", "mnist"
+    title: str
+    metric: str  # "top1", "top5" or "f1"
+    target: float  # fraction
+    dawnbench_field: str  # the accuracy field/column of a DAWNBench v1 submission for this task
+    eval_split: str
+    dawnbench: bool  # one of DAWNBench v1's own tasks
+
+    @property
+    def metric_label(self) -> str:
+        return {"top1": "top-1 accuracy", "top5": "top-5 accuracy", "f1": "F1"}[self.metric]
+
+    @property
+    def target_label(self) -> str:
+        if self.metric == "f1":
+            return f"F1 {self.target:g} on {self.eval_split}"
+        return f"{self.target * 100:g}% {self.metric_label} on {self.eval_split}"
+
+
+_FIELD = {"top1": "top1Accuracy", "top5": "top5Accuracy", "f1": "f1Score"}
+
+# DAWNBench v1 (2017-2020): the competition's tasks and thresholds.
+_DAWNBENCH = [
+    LeaderboardTask("cifar10", "CIFAR-10", "top1", 0.94, "top1Accuracy", "the 10,000 test images", True),
+    LeaderboardTask("imagenet", "ImageNet", "top5", 0.93, "top5Accuracy", "the 50,000 validation images", True),
+    LeaderboardTask("squad", "SQuAD 1.1", "f1", 0.75, "f1Score", "the dev set", True),
+]
+
+
+@lru_cache(maxsize=1)
+def _daybreak_tasks() -> tuple[LeaderboardTask, ...]:
+    from daybreak.tasks import TASKS
+
+    out = []
+    for name in TASKS.names():
+        if name in {t.name for t in _DAWNBENCH}:
+            continue  # cifar10: the same task and target as DAWNBench's
+        t = TASKS.get(name)
+        out.append(LeaderboardTask(name, name.upper() if len(name) <= 5 else name.capitalize(), t.metric, t.target,
+                                   _FIELD.get(t.metric, "top1Accuracy"), t.eval_split, False))
+    return tuple(out)
+
+
+def all_tasks() -> list[LeaderboardTask]:
+    """DAWNBench's tasks first (in the competition's order), then daybreak's own, by name."""
+    return [*_DAWNBENCH, *_daybreak_tasks()]
+
+
+def task_names() -> list[str]:
+    return [t.name for t in all_tasks()]
+
+
+def get_task(name: str) -> LeaderboardTask:
+    for t in all_tasks():
+        if t.name == name:
+            return t
+    raise ConfigError(f"unknown leaderboard task {name!r}; known: {', '.join(task_names())}")
+
+
+def task_from_label(label: str) -> str | None:
+    """A folder name such as ``CIFAR10``, ``ImageNet``, ``SQuAD`` or ``mnist`` -> the task's name, else None."""
+    key = re.sub(r"[^a-z0-9]", "", label.lower())
+    aliases = {"squad11": "squad", "squad1": "squad", "imagenet1k": "imagenet", "ilsvrc2012": "imagenet"}
+    key = aliases.get(key, key)
+    return key if key in task_names() else None
