@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "daybreak.leaderboard.commands",
     "daybreak.external.commands",
     "daybreak.infer.commands",
+    "daybreak.analysis.commands",
 ]
 
 

@@ -1,0 +1,124 @@
+"""`daybreak evaluate RUN_DIR --data-dir D`: a trained model on another labelled set of the task's format.
+
+The run's checkpoint (saved when it first reached the target) is rebuilt with
+:func:`daybreak.infer.latency.load_for_inference`, the other set is read by the task's own loader from ``D``
+(never downloaded) and the model is evaluated on its eval split with :func:`daybreak.train.evaluate.evaluate`
+(the recipe's test-time ``predict`` included, as in training). The accuracy is appended to
+``RUN_DIR/generalization.json`` (a list, one entry per evaluation) beside the checkpoint's own accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from daybreak.errors import ConfigError, RecordError
+from daybreak.fileio import atomic_write_text
+from daybreak.measure.system import SystemInfo
+
+GENERALIZATION_FILE = "generalization.json"
+
+
+class GeneralizationEntry(BaseModel):
+    kind: str = "daybreak.generalization"
+    run_id: str
+    task: str
+    recipe: str
+    model: str
+    metric: str
+    data_dir: str  # as given
+    data_dir_resolved: str
+    data_source: str
+    data_official: bool
+    n: int  # examples evaluated (the other set's eval split)
+    accuracy: float  # the task's metric on the other set
+    top1: float
+    top5: float | None = None
+    original_accuracy: float | None  # the checkpoint's accuracy on the task's own eval set
+    original_data_source: str = ""
+    difference: float | None  # accuracy - original_accuracy (fraction; negative = worse)
+    checkpoint: str
+    checkpoint_epoch: float | None = None
+    device: str
+    amp: str
+    seconds: float
+    system: SystemInfo
+    evaluated_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    command: list[str] = Field(default_factory=list)
+
+
+_ENTRIES = TypeAdapter(list[GeneralizationEntry])
+
+
+def load_entries(run_dir: Path) -> list[GeneralizationEntry]:
+    path = Path(run_dir) / GENERALIZATION_FILE
+    if not path.exists():
+        return []
+    try:
+        return _ENTRIES.validate_json(path.read_bytes())
+    except (OSError, ValidationError, ValueError) as e:
+        raise RecordError(f"{path}: not a readable generalization record ({str(e).splitlines()[0][:160]})") from None
+
+
+def evaluate_run(run_dir: str | Path, data_dir: str | Path, *, allow_custom_data: bool = False,
+                 device: str = "auto", amp: str = "auto", threads: int | None = None,
+                 command: list[str] | None = None, write: bool = True) -> GeneralizationEntry:
+    from daybreak.infer.latency import load_for_inference
+    from daybreak.measure.device import set_threads
+    from daybreak.measure.system import system_info
+    from daybreak.train.evaluate import evaluate
+
+    run_dir, data_dir = Path(run_dir), Path(data_dir)
+    if not data_dir.exists():
+        raise ConfigError(f"--data-dir {data_dir}: no such directory")
+    if not data_dir.is_dir():
+        raise ConfigError(f"--data-dir {data_dir}: not a directory (give the folder holding the task's files)")
+    from daybreak.records.run import RunResult
+
+    result = RunResult.load(run_dir) if run_dir.is_dir() else None
+    if result is not None and result.task == "digits":
+        raise ConfigError("task digits reads scikit-learn's bundled set and has no --data-dir; "
+                          "evaluate a run of a task with data files (mnist, cifar10)")
+    set_threads(threads)
+    t0 = time.perf_counter()
+    loaded = load_for_inference(run_dir, device=device, amp=amp, data_dir=data_dir, download=False,
+                                allow_custom_data=allow_custom_data)
+    if loaded.n == 0:
+        raise ConfigError(f"--data-dir {data_dir}: the eval split is empty")
+    top1, top5 = evaluate(loaded.model, loaded.inputs, loaded.labels, device=loaded.device, amp=loaded.amp,
+                          predict=loaded.predict, top5=loaded.top5)
+    run = loaded.result
+    accuracy = top5 if run.metric == "top5" and top5 is not None else top1
+    original = loaded.checkpoint.get("accuracy")
+    if not isinstance(original, (int, float)):
+        original = run.final_accuracy
+    entry = GeneralizationEntry(
+        run_id=run.run_id, task=run.task, recipe=run.recipe, model=run.model, metric=run.metric,
+        data_dir=str(data_dir), data_dir_resolved=str(data_dir.resolve()), data_source=loaded.data_source,
+        data_official=loaded.data_official, n=loaded.n, accuracy=accuracy, top1=top1, top5=top5,
+        original_accuracy=original, original_data_source=run.data_source,
+        difference=None if original is None else accuracy - original,
+        checkpoint=run.checkpoint or "checkpoint.pt", checkpoint_epoch=loaded.checkpoint.get("epoch"),
+        device=str(loaded.device), amp=loaded.amp, seconds=time.perf_counter() - t0, system=system_info(),
+        command=list(command or []),
+    )
+    if write:
+        entries = load_entries(run_dir)
+        entries.append(entry)
+        atomic_write_text(run_dir / GENERALIZATION_FILE,
+                          json.dumps([json.loads(e.model_dump_json()) for e in entries], indent=2) + "\n")
+    return entry
+
+
+def format_entry(e: GeneralizationEntry) -> str:
+    orig = "-" if e.original_accuracy is None else f"{e.original_accuracy * 100:.2f}%"
+    diff = "-" if e.difference is None else f"{e.difference * 100:+.2f} points"
+    return "\n".join([
+        f"{e.run_id}: {e.task} / {e.recipe} evaluated on {e.data_dir} ({e.n} examples"
+        + ("" if e.data_official else ", custom data") + ")",
+        f"  accuracy         {e.accuracy * 100:.2f}% {e.metric} (original eval set: {orig}; difference {diff})",
+    ])

@@ -1,0 +1,367 @@
+"""`daybreak report PATHS... --out DIR`: index.html + report.md with every table and plot that applies.
+
+For run directories: a run table and accuracy-vs-time curves, the threshold-sensitivity table and curve, the
+roofline of each run (ceilings from ``daybreak peak``'s cache or ``--peak``), generalization results if any;
+for repeat directories also the stability summary and its plot; for lesion directories the lesion table and
+bars; for sweep directories the throughput scaling table and plot and the roofline of every configuration; runs
+at several device counts add a time-to-target vs time-per-epoch scaling table. Every string taken from a record
+is HTML-escaped; the plots are PNG files beside index.html.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from daybreak.analysis.sources import LoadedRun, Provenance, classify, provenance, runs_in, unique_labels
+from daybreak.errors import ConfigError, DaybreakError
+from daybreak.fileio import atomic_write_text
+
+HTML_FILE = "index.html"
+MARKDOWN_FILE = "report.md"
+JSON_FILE = "report.json"
+MAX_RUN_COLUMNS = 10  # threshold table: one column per run up to this many runs
+
+
+def md_text(text: Any) -> str:
+    """Record text for Markdown: no raw HTML (``<`` and ``>`` as entities), one line."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def markdown_table(header: list[str], body: list[list[str]]) -> str:
+    def cell(text: Any) -> str:
+        return md_text(str(text).replace("\\", "\\\\").replace("|", "\\|"))
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def html_table(header: list[str], body: list[list[str]]) -> str:
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
+    out += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in body]
+    out += ["</tbody>", "</table>"]
+    return "\n".join(out)
+
+
+@dataclass
+class Section:
+    title: str
+    parts: list[tuple[str, Any]] = field(default_factory=list)  # ("table", (header, body)) | ("img", name) | ("text", s)
+
+    def table(self, header: list[str], body: list[list[str]]) -> None:
+        self.parts.append(("table", (header, body)))
+
+    def image(self, name: str, alt: str) -> None:
+        self.parts.append(("img", (name, alt)))
+
+    def text(self, s: str) -> None:
+        self.parts.append(("text", s))
+
+
+@dataclass
+class ReportInputs:
+    runs: list[LoadedRun] = field(default_factory=list)
+    repeats: list[tuple[Path, Any]] = field(default_factory=list)  # (dir, RepeatSummary)
+    lesions: list[tuple[Path, Any]] = field(default_factory=list)  # (dir, LesionSummary)
+    sweeps: list[Path] = field(default_factory=list)
+    kinds: list[tuple[str, str]] = field(default_factory=list)  # (path, kind)
+
+
+def gather(paths: list[str | Path]) -> ReportInputs:
+    from daybreak.analysis.lesion import LesionSummary
+    from daybreak.analysis.repeat import RepeatSummary
+
+    if not paths:
+        raise ConfigError("give at least one run, repeat, lesion or sweep directory")
+    got = ReportInputs()
+    seen: set[Path] = set()
+    for p in paths:
+        kind, folder = classify(p)
+        got.kinds.append((str(p), kind))
+        if kind == "sweep":
+            got.sweeps.append(folder)
+            continue
+        if kind == "repeat":
+            got.repeats.append((folder, RepeatSummary.load(folder)))
+        if kind == "lesion":
+            got.lesions.append((folder, LesionSummary.load(folder)))
+        folder_runs = runs_in(folder)
+        if kind == "runs" and len(folder_runs) >= 2 and len(
+                {(r.result.task, r.result.recipe, r.result.target) for r in folder_runs}) == 1:
+            from daybreak.analysis.repeat import summarize_runs
+
+            got.repeats.append((folder, summarize_runs(folder_runs)))  # e.g. multi-device seeds run one by one
+        for run in folder_runs:
+            if run.path.resolve() not in seen:
+                seen.add(run.path.resolve())
+                got.runs.append(run)
+    return got
+
+
+def _sec(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f} s"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.2f}%"
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200]}" if text else type(e).__name__
+
+
+def run_table(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
+    header = ["run", "task", "recipe", "model", "status", "target", "time to target", "epochs", "final acc.",
+              "best acc.", "device", "amp", "devices", "hardware", "official", "path"]
+    body = []
+    labels = unique_labels(runs)
+    for run in runs:
+        r = run.result
+        body.append([labels[run.path], r.task, r.recipe, r.model, r.status, f"{r.target * 100:.2f}% {r.metric}",
+                     _sec(r.time_to_target_s), "-" if r.epochs_to_target is None else f"{r.epochs_to_target:g}",
+                     _pct(r.final_accuracy), _pct(r.best_accuracy), r.device, r.amp, str(r.world_size),
+                     r.system.hardware_summary(), "yes" if r.official else "no", str(run.path)])
+    return header, body
+
+
+def repeat_table(s: Any) -> tuple[list[str], list[list[str]]]:
+    t, e = s.time_to_target, s.epochs_to_target
+    rows = [
+        ["runs (seeds)", f"{s.n_runs} ({', '.join(str(x) for x in s.seeds)})"],
+        ["reached", f"{s.n_reached}/{s.n_runs} ({(s.reached_fraction or 0) * 100:.0f}%)"],
+        ["mean time to target", _sec(t.mean_s)],
+        ["std (ddof=1)", _sec(t.std_s)],
+        ["coefficient of variation", "-" if t.cv is None else f"{t.cv * 100:.2f}%"],
+        [f"{int(t.confidence * 100)}% CI of the mean (Student t)",
+         "-" if t.ci_low_s is None else f"{t.ci_low_s:.3f} - {t.ci_high_s:.3f} s"],
+        ["olympic mean (drop fastest and slowest)", _sec(t.olympic_mean_s)],
+        ["min / median / max", f"{_sec(t.min_s)} / {_sec(t.median_s)} / {_sec(t.max_s)}"],
+        ["epochs to target (min / median / max)",
+         "-" if e.min is None else f"{e.min:g} / {e.median:g} / {e.max:g} ({', '.join(f'{v:g}' for v in e.values)})"],
+        ["unreached runs", s.unreached_policy],
+    ]
+    return ["statistic", "value"], rows
+
+
+def generalization_table(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]] | None:
+    from daybreak.analysis.generalization import load_entries
+
+    body = []
+    for run in runs:
+        try:
+            entries = load_entries(run.path)
+        except DaybreakError:
+            continue
+        for en in entries:
+            body.append([en.run_id, en.data_dir, str(en.n), _pct(en.accuracy), _pct(en.original_accuracy),
+                         "-" if en.difference is None else f"{en.difference * 100:+.2f} points",
+                         "yes" if en.data_official else "no", en.evaluated_at.strftime("%Y-%m-%d %H:%M")])
+    if not body:
+        return None
+    return ["run", "data dir", "n", "accuracy", "original", "difference", "official data", "evaluated"], body
+
+
+def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None = None, measure_peak: bool = False,
+                 roofline: bool = True, command: list[str] | None = None,
+                 log: Callable[[str], None] | None = None) -> list[Path]:
+    from daybreak.analysis import plots
+    from daybreak.analysis import roofline as rl
+    from daybreak.analysis import scaling as sc
+    from daybreak.analysis import threshold as th
+    from daybreak.analysis.lesion import table_rows as lesion_rows
+
+    got = gather(paths)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    sections: list[Section] = []
+    images: list[Path] = []
+    notes: list[str] = []
+
+    inputs = Section("Inputs")
+    inputs.table(["path", "kind"], [[p, k] for p, k in got.kinds])
+    sections.append(inputs)
+
+    if got.runs:
+        s = Section("Runs")
+        s.table(*run_table(got.runs))
+        images.append(plots.curves_plot(got.runs, out / "curves.png"))
+        s.image("curves.png", "accuracy against training time of every run")
+        sections.append(s)
+
+    for i, (folder, summary) in enumerate(got.repeats):
+        s = Section(f"Stability: {summary.task} / {summary.recipe} ({folder})")
+        s.table(*repeat_table(summary))
+        name = f"repeat-{i}.png"
+        images.append(plots.repeat_plot(summary, out / name))
+        s.image(name, "time to target of each seed with the mean and its confidence interval")
+        if not summary.complete:
+            s.text("This repeat is incomplete: some seeds have not run yet.")
+        sections.append(s)
+
+    by_task: dict[str, list[LoadedRun]] = {}
+    for run in got.runs:
+        by_task.setdefault(run.result.task, []).append(run)
+    for i, (task_name, task_runs) in enumerate(by_task.items()):
+        a = th.analyze_threshold([], runs=task_runs, command=command)
+        s = Section("Threshold sensitivity" + (f": {task_name}" if len(by_task) > 1 else ""))
+        if len(a.runs) <= MAX_RUN_COLUMNS:
+            s.table(*th.table_rows(a))
+        else:
+            s.table(["threshold", "mean (reached)", "reached"],
+                    [[f"{t * 100:.2f}%", _sec(m), f"{c}/{len(a.runs)}"]
+                     for t, m, c in zip(a.thresholds, a.mean_times_s, a.reached_counts)])
+        name = f"threshold-{i}.png"
+        images.append(plots.threshold_plot(a, out / name))
+        s.image(name, "time to each accuracy threshold")
+        s.text(a.method + ".")
+        for n in a.notes:
+            s.text(n)
+        sections.append(s)
+
+    for i, (folder, lesion) in enumerate(got.lesions):
+        s = Section(f"Lesion study: {lesion.recipe} ({folder})")
+        s.table(*lesion_rows(lesion))
+        name = f"lesion-{i}.png"
+        images.append(plots.lesion_plot(lesion, out / name))
+        s.image(name, "time-to-target ratio and final accuracy of each variant")
+        s.text(lesion.method + ".")
+        sections.append(s)
+
+    scaling = None
+    if got.sweeps or len({r.result.world_size for r in got.runs}) > 1:
+        try:
+            scaling = sc.analyze_scaling([str(p) for p in got.sweeps], command=command,
+                                         runs=got.runs if len({r.result.world_size for r in got.runs}) > 1 else None)
+        except DaybreakError as e:
+            notes.append(f"scaling: {e}")
+    if scaling is not None:
+        s = Section("Scaling")
+        if scaling.throughput:
+            s.table(*sc.throughput_table(scaling))
+        if scaling.runs:
+            s.table(*sc.runs_table(scaling))
+        images.append(plots.scaling_plot(scaling, out / "scaling.png"))
+        s.image("scaling.png", "speedup against devices")
+        s.text(scaling.method + ".")
+        for n in scaling.notes:
+            s.text(n)
+        sections.append(s)
+
+    if roofline and (got.runs or got.sweeps):
+        finder = rl.PeakFinder(peak_file, measure=measure_peak, log=log)
+        points, peaks, rnotes = [], {}, []
+        profiles: dict = {}
+        labels = unique_labels(got.runs)
+        for run in got.runs:
+            try:
+                point, peak = rl.run_point(run.path, run.result, finder, None, profiles, labels[run.path])
+                points.append(point)
+                if peak is not None:
+                    peaks[peak.machine_key] = peak
+            except Exception as e:  # noqa: BLE001 - one run that cannot be rebuilt must not sink the report
+                rnotes.append(f"{run.path}: no roofline point ({_one_line(e)})")
+        for folder in got.sweeps:
+            try:
+                pts, pks = rl.sweep_points(folder, finder, log)
+                points += pts
+                for pk in pks:
+                    peaks[pk.machine_key] = pk
+            except Exception as e:  # noqa: BLE001
+                rnotes.append(f"{folder}: no roofline points ({_one_line(e)})")
+        if points:
+            analysis = rl.RooflineAnalysis(points=points, peaks=list(peaks.values()), notes=rnotes,
+                                           provenance=provenance([p.source for p in points], command))
+            atomic_write_text(out / rl.JSON_FILE, analysis.model_dump_json(indent=2) + "\n")
+            s = Section("Roofline")
+            s.table(*rl.table_rows(analysis))
+            images.append(plots.roofline_plot(analysis, out / "roofline.png"))
+            s.image("roofline.png", "roofline with each run or configuration")
+            s.text("FLOPs: " + analysis.flops_method + ".")
+            s.text("Bytes: " + analysis.bytes_method + ".")
+            s.text("Achieved: " + analysis.achieved_method + ".")
+            grouped: dict[str, list[str]] = {}
+            for p in points:
+                for n in p.notes:
+                    grouped.setdefault(n, []).append(p.label)
+            for n, labels in grouped.items():
+                s.text(f"{labels[0]}: {n}" if len(labels) == 1 else f"{len(labels)} points: {n}")
+            if not any(p.peak_flops_per_s for p in points):
+                s.text("No peak measurement for these devices: run `daybreak peak` on that machine, or pass --peak.")
+            for n in rnotes:
+                s.text(n)
+            sections.append(s)
+        else:
+            notes += rnotes
+
+    gen = generalization_table(got.runs) if got.runs else None
+    if gen:
+        s = Section("Generalization")
+        s.table(*gen)
+        sections.append(s)
+
+    prov = provenance([p for p, _ in got.kinds], command)
+    written = [
+        atomic_write_text(out / HTML_FILE, render_html(sections, prov, notes)),
+        atomic_write_text(out / MARKDOWN_FILE, render_markdown(sections, prov, notes)),
+        atomic_write_text(out / JSON_FILE, json.dumps(dict(
+            kind="daybreak.report", sections=[s.title for s in sections], images=[p.name for p in images],
+            notes=notes, provenance=json.loads(prov.model_dump_json())), indent=2) + "\n"),
+    ]
+    return written + images
+
+
+def render_html(sections: list[Section], prov: Provenance, notes: list[str]) -> str:
+    css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
+           "margin:1em 0;font-size:0.9em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+           "th{background:#f0f0f0}img{max-width:100%;border:1px solid #eee}.note{color:#555}")
+    out = ["<!DOCTYPE html>", "<html lang=\"en\">", "<head>", "<meta charset=\"utf-8\">",
+           "<title>daybreak report</title>", f"<style>{css}</style>", "</head>", "<body>",
+           "<h1>daybreak report</h1>",
+           f"<p class=\"note\">Made {_e(prov.created_at.strftime('%Y-%m-%d %H:%M:%S UTC'))} on "
+           f"{_e(prov.system.hardware_summary() if prov.system else '-')}"
+           f" (torch {_e(prov.system.torch if prov.system else '-')}); command: "
+           f"<code>{_e(' '.join(prov.command) or '-')}</code></p>"]
+    out.append("<ul>" + "".join(f"<li><a href=\"#s{i}\">{_e(s.title)}</a></li>" for i, s in enumerate(sections)) + "</ul>")
+    for i, s in enumerate(sections):
+        out.append(f"<h2 id=\"s{i}\">{_e(s.title)}</h2>")
+        for kind, value in s.parts:
+            if kind == "table":
+                out.append(html_table(*value))
+            elif kind == "img":
+                name, alt = value
+                out.append(f"<p><img src=\"{_e(name)}\" alt=\"{_e(alt)}\"></p>")
+            else:
+                out.append(f"<p class=\"note\">{_e(value)}</p>")
+    for n in notes:
+        out.append(f"<p class=\"note\">{_e(n)}</p>")
+    out += ["</body>", "</html>", ""]
+    return "\n".join(out)
+
+
+def render_markdown(sections: list[Section], prov: Provenance, notes: list[str]) -> str:
+    out = ["# daybreak report", "",
+           f"Made {prov.created_at.strftime('%Y-%m-%d %H:%M:%S UTC')} on "
+           f"{md_text(prov.system.hardware_summary() if prov.system else '-')}; command: "
+           f"`{' '.join(prov.command).replace('`', chr(39)) or '-'}`", ""]
+    for s in sections:
+        out += [f"## {md_text(s.title)}", ""]
+        for kind, value in s.parts:
+            if kind == "table":
+                out += [markdown_table(*value), ""]
+            elif kind == "img":
+                out += [f"![{md_text(value[1])}]({value[0]})", ""]
+            else:
+                out += [md_text(value), ""]
+    out += [f"Note: {md_text(n)}" for n in notes]
+    return "\n".join(out) + "\n"
+

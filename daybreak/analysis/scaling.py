@@ -1,0 +1,225 @@
+"""Scaling: speedup and efficiency against the number of devices.
+
+* From throughput sweeps: ThroughputResult rows grouped by their configuration minus the device count
+  (``ThroughputConfig.baseline_key``); speedup = samples/s over the group's smallest device count (normally 1),
+  efficiency = speedup / (devices / baseline devices).
+* From runs at several device counts (``RunResult.world_size``), grouped by task, recipe, target,
+  hyperparameters, precision and device type: time-to-target speedup (baseline time / time, mean over the
+  reached runs at each count) next to time-per-epoch speedup (training clock per epoch at the last
+  evaluation). The DAWNBench analysis found these differ: more devices mean a larger global batch, which can
+  need more epochs to reach the same accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from daybreak.analysis.sources import LoadedRun, Provenance, classify, provenance, runs_in
+from daybreak.analysis.stats import mean, speedups
+from daybreak.errors import ConfigError, RecordError
+from daybreak.fileio import atomic_write_text
+
+JSON_FILE = "scaling.json"
+PLOT_FILE = "scaling.png"
+MARKDOWN_FILE = "scaling.md"
+
+
+class ThroughputScalingRow(BaseModel):
+    world_size: int
+    samples_per_s: float
+    speedup: float | None = None
+    efficiency: float | None = None
+
+
+class ThroughputScalingGroup(BaseModel):
+    label: str
+    source: str
+    baseline_devices: int
+    rows: list[ThroughputScalingRow]
+
+
+class RunScalingRow(BaseModel):
+    world_size: int
+    n_runs: int
+    n_reached: int
+    global_batch_size: int | None = None
+    mean_time_to_target_s: float | None = None  # reached runs only
+    mean_epochs_to_target: float | None = None
+    mean_time_per_epoch_s: float | None = None  # every run with an evaluation
+    tta_speedup: float | None = None
+    tta_efficiency: float | None = None
+    epoch_speedup: float | None = None
+    epoch_efficiency: float | None = None
+    run_dirs: list[str] = Field(default_factory=list)
+
+
+class RunScalingGroup(BaseModel):
+    label: str
+    task: str
+    recipe: str
+    target: float
+    baseline_devices: int
+    rows: list[RunScalingRow]
+
+
+class ScalingAnalysis(BaseModel):
+    schema_version: int = 1
+    kind: Literal["daybreak.scaling"] = "daybreak.scaling"
+    throughput: list[ThroughputScalingGroup] = Field(default_factory=list)
+    runs: list[RunScalingGroup] = Field(default_factory=list)
+    method: str = ("speedup over the smallest device count measured in each group (1 when there is a 1-device "
+                   "row); efficiency = speedup / (devices / baseline devices); run groups: time-to-target speedup "
+                   "uses the mean over reached runs, time-per-epoch speedup the training clock per epoch at each "
+                   "run's last evaluation; unreached runs count only for time per epoch")
+    notes: list[str] = Field(default_factory=list)
+    provenance: Provenance
+
+
+def throughput_groups(folder: Path) -> list[ThroughputScalingGroup]:
+    from daybreak.records.throughput import RESULTS_FILE, latest_by_key, load_results
+
+    rows = [r for r in latest_by_key(load_results(folder / RESULTS_FILE)).values()
+            if r.status == "ok" and r.samples_per_s]
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        groups.setdefault(r.config.baseline_key(), []).append(r)
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda r: r.world_size)
+        base = members[0]
+        values = {r.world_size: r.samples_per_s for r in members}
+        sp = speedups(base.samples_per_s, base.world_size, values, higher_is_better=True)
+        label = base.config.model_copy(update=dict(devices=1, nodes=1)).label().replace(" devices=1", "")
+        out.append(ThroughputScalingGroup(
+            label=label, source=str(folder), baseline_devices=base.world_size,
+            rows=[ThroughputScalingRow(world_size=r.world_size, samples_per_s=r.samples_per_s,
+                                       speedup=sp[r.world_size][0], efficiency=sp[r.world_size][1])
+                  for r in members]))
+    return out
+
+
+def _time_per_epoch(run: LoadedRun) -> float | None:
+    h = run.result.history
+    if not h or h[-1].epoch <= 0:
+        return None
+    return h[-1].elapsed_s / h[-1].epoch
+
+
+def run_groups(runs: list[LoadedRun]) -> list[RunScalingGroup]:
+    groups: dict[tuple, list[LoadedRun]] = {}
+    for run in runs:
+        r = run.result
+        key = (r.task, r.recipe, r.target, json.dumps(r.hyperparameters, sort_keys=True, default=str), r.amp,
+               r.device.split(":")[0])
+        groups.setdefault(key, []).append(run)
+    out = []
+    for (task, recipe, target, _hp, amp, dtype), members in groups.items():
+        by_world: dict[int, list[LoadedRun]] = {}
+        for m in members:
+            by_world.setdefault(max(m.result.world_size, 1), []).append(m)
+        rows = []
+        for world in sorted(by_world):
+            ms = by_world[world]
+            reached = [m.result for m in ms if m.result.reached and m.result.time_to_target_s is not None]
+            per_epoch = [t for t in (_time_per_epoch(m) for m in ms) if t is not None]
+            rows.append(RunScalingRow(
+                world_size=world, n_runs=len(ms), n_reached=len(reached),
+                global_batch_size=ms[0].result.global_batch_size,
+                mean_time_to_target_s=mean([r.time_to_target_s for r in reached]) if reached else None,
+                mean_epochs_to_target=mean([r.epochs_to_target for r in reached if r.epochs_to_target is not None])
+                if reached else None,
+                mean_time_per_epoch_s=mean(per_epoch) if per_epoch else None,
+                run_dirs=[str(m.path) for m in ms]))
+        base = rows[0]
+        if base.mean_time_to_target_s:
+            sp = speedups(base.mean_time_to_target_s, base.world_size,
+                          {r.world_size: r.mean_time_to_target_s for r in rows if r.mean_time_to_target_s},
+                          higher_is_better=False)
+            for r in rows:
+                if r.world_size in sp:
+                    r.tta_speedup, r.tta_efficiency = sp[r.world_size]
+        if base.mean_time_per_epoch_s:
+            sp = speedups(base.mean_time_per_epoch_s, base.world_size,
+                          {r.world_size: r.mean_time_per_epoch_s for r in rows if r.mean_time_per_epoch_s},
+                          higher_is_better=False)
+            for r in rows:
+                if r.world_size in sp:
+                    r.epoch_speedup, r.epoch_efficiency = sp[r.world_size]
+        label = f"{task}/{recipe} to {target * 100:.2f}% ({dtype}, amp {amp})"
+        out.append(RunScalingGroup(label=label, task=task, recipe=recipe, target=target,
+                                   baseline_devices=base.world_size, rows=rows))
+    return out
+
+
+def analyze_scaling(paths: list[str | Path], command: list[str] | None = None,
+                    runs: list[LoadedRun] | None = None) -> ScalingAnalysis:
+    if not paths and not runs:
+        raise ConfigError("give throughput sweep directories or run directories")
+    throughput: list[ThroughputScalingGroup] = []
+    collected: list[LoadedRun] = list(runs or [])
+    inputs: list[str] = []
+    for p in paths:
+        kind, folder = classify(p)
+        inputs.append(str(folder))
+        if kind == "sweep":
+            throughput += throughput_groups(folder)
+        else:
+            collected += runs_in(folder)
+    seen, unique = set(), []
+    for r in collected:
+        if r.path.resolve() not in seen:
+            seen.add(r.path.resolve())
+            unique.append(r)
+    groups = run_groups(unique) if unique else []
+    notes = []
+    if throughput and not any(len(g.rows) > 1 for g in throughput):
+        notes.append("the sweeps measured one device count per configuration: no speedup to show")
+    if groups and not any(len(g.rows) > 1 for g in groups):
+        notes.append("all runs of a group used the same number of devices: run the recipe at several "
+                     "--nproc-per-node counts to see time-to-target speedup")
+    if not throughput and not groups:
+        raise RecordError("no successfully measured sweep rows and no runs found")
+    return ScalingAnalysis(throughput=throughput, runs=groups, notes=notes, provenance=provenance(inputs, command))
+
+
+def _x(v: float | None, fmt: str = "{:.2f}x") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def throughput_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
+    header = ["configuration", "devices", "samples/s", "speedup", "efficiency"]
+    body = [[g.label, str(r.world_size), f"{r.samples_per_s:,.1f}", _x(r.speedup), _x(r.efficiency, "{:.0%}")]
+            for g in a.throughput for r in g.rows]
+    return header, body
+
+
+def runs_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
+    header = ["group", "devices", "global batch", "runs (reached)", "time to target", "epochs", "time/epoch",
+              "TTA speedup", "TTA efficiency", "epoch speedup", "epoch efficiency"]
+    body = [[g.label, str(r.world_size), str(r.global_batch_size or "-"), f"{r.n_runs} ({r.n_reached})",
+             _x(r.mean_time_to_target_s, "{:.3f} s"), _x(r.mean_epochs_to_target, "{:g}"),
+             _x(r.mean_time_per_epoch_s, "{:.3f} s"), _x(r.tta_speedup), _x(r.tta_efficiency, "{:.0%}"),
+             _x(r.epoch_speedup), _x(r.epoch_efficiency, "{:.0%}")]
+            for g in a.runs for r in g.rows]
+    return header, body
+
+
+def write_scaling(a: ScalingAnalysis, out: Path) -> list[Path]:
+    from daybreak.analysis import plots
+    from daybreak.analysis.report import markdown_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = [atomic_write_text(out / JSON_FILE, a.model_dump_json(indent=2) + "\n")]
+    md = ["# Scaling", "", a.method + ".", ""]
+    if a.throughput:
+        md += ["## Throughput", "", markdown_table(*throughput_table(a)), ""]
+    if a.runs:
+        md += ["## Time to target vs time per epoch", "", markdown_table(*runs_table(a)), ""]
+    md += [f"Note: {n}" for n in a.notes]
+    written.append(atomic_write_text(out / MARKDOWN_FILE, "\n".join(md) + "\n"))
+    written.append(plots.scaling_plot(a, out / PLOT_FILE))
+    return written

@@ -1,0 +1,252 @@
+"""Pure statistics of time-to-target: no files, no torch. Every analysis module calls these.
+
+Conventions:
+
+* standard deviation is the sample one (``ddof=1``); the coefficient of variation is ``std / mean``;
+* the confidence interval of the mean is Student's t (``scipy.stats.t.interval``) with ``n - 1`` degrees of
+  freedom and scale ``std / sqrt(n)``;
+* the olympic mean (MLPerf's way of scoring several runs) drops the single fastest and the single slowest run and
+  averages the rest; it needs at least 3 values;
+* runs that did not reach the target have no time-to-target: callers exclude them from these statistics and
+  report how many there were (the reached fraction).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Sequence
+
+from pydantic import BaseModel, Field
+
+CONFIDENCE = 0.95
+
+
+def _clean(values: Iterable[float | None]) -> list[float]:
+    out = [float(v) for v in values if v is not None]
+    if any(not math.isfinite(v) for v in out):
+        raise ValueError("values must be finite")
+    return out
+
+
+def mean(values: Sequence[float]) -> float | None:
+    v = _clean(values)
+    return sum(v) / len(v) if v else None
+
+
+def sample_std(values: Sequence[float]) -> float | None:
+    """Sample standard deviation (ddof=1); None for fewer than 2 values."""
+    v = _clean(values)
+    if len(v) < 2:
+        return None
+    return statistics.stdev(v)
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    """std (ddof=1) / mean; None for fewer than 2 values or a zero mean."""
+    v = _clean(values)
+    s, m = sample_std(v), mean(v)
+    if s is None or not m:
+        return None
+    return s / m
+
+
+def confidence_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Student-t interval of the mean; None for fewer than 2 values."""
+    from scipy import stats as sps
+
+    v = _clean(values)
+    if len(v) < 2:
+        return None
+    m, s = mean(v), sample_std(v)
+    assert m is not None and s is not None
+    if s == 0:
+        return (m, m)
+    low, high = sps.t.interval(confidence, df=len(v) - 1, loc=m, scale=s / math.sqrt(len(v)))
+    return float(low), float(high)
+
+
+def olympic_mean(values: Sequence[float]) -> float | None:
+    """Mean after dropping exactly one lowest and one highest value (MLPerf); None for fewer than 3 values."""
+    v = sorted(_clean(values))
+    if len(v) < 3:
+        return None
+    kept = v[1:-1]
+    return sum(kept) / len(kept)
+
+
+def median(values: Sequence[float]) -> float | None:
+    v = _clean(values)
+    return statistics.median(v) if v else None
+
+
+class TimeStats(BaseModel):
+    """Statistics of the time-to-target of the runs that reached the target (seconds)."""
+
+    n: int  # runs that reached the target (the only ones with a time)
+    times_s: list[float] = Field(default_factory=list)  # in run order
+    mean_s: float | None = None
+    std_s: float | None = None  # sample std, ddof=1
+    cv: float | None = None  # std / mean
+    confidence: float = CONFIDENCE
+    ci_low_s: float | None = None  # Student-t interval of the mean
+    ci_high_s: float | None = None
+    olympic_mean_s: float | None = None  # fastest and slowest dropped; needs n >= 3
+    min_s: float | None = None
+    median_s: float | None = None
+    max_s: float | None = None
+
+
+class EpochStats(BaseModel):
+    """Epochs-to-target of the runs that reached the target."""
+
+    values: list[float] = Field(default_factory=list)
+    min: float | None = None
+    median: float | None = None
+    max: float | None = None
+
+
+def time_stats(times: Sequence[float], confidence: float = CONFIDENCE) -> TimeStats:
+    v = _clean(times)
+    ci = confidence_interval(v, confidence)
+    return TimeStats(
+        n=len(v), times_s=v, mean_s=mean(v), std_s=sample_std(v), cv=coefficient_of_variation(v),
+        confidence=confidence, ci_low_s=ci[0] if ci else None, ci_high_s=ci[1] if ci else None,
+        olympic_mean_s=olympic_mean(v), min_s=min(v) if v else None, median_s=median(v),
+        max_s=max(v) if v else None,
+    )
+
+
+def epoch_stats(epochs: Sequence[float]) -> EpochStats:
+    v = _clean(epochs)
+    return EpochStats(values=v, min=min(v) if v else None, median=median(v), max=max(v) if v else None)
+
+
+# --- threshold sensitivity -------------------------------------------------------------------------------------
+
+def threshold_grid(start_pct: float, stop_pct: float, step_pct: float) -> list[float]:
+    """Thresholds from ``start_pct`` up to ``stop_pct`` inclusive, every ``step_pct`` points, as fractions.
+
+    Computed in percent and rounded to 1e-6 points so that e.g. 98.0 comes out as exactly 0.98 (the same float
+    a ``--target 98`` run compares against).
+    """
+    if not (step_pct > 0 and math.isfinite(step_pct)):
+        raise ValueError("step must be > 0")
+    if stop_pct < start_pct:
+        raise ValueError("the range is empty (from > to)")
+    count = int(math.floor((stop_pct - start_pct) / step_pct + 1e-9)) + 1
+    if count > 10_000:
+        raise ValueError("more than 10,000 thresholds; use a larger step")
+    out = [round(start_pct + i * step_pct, 6) / 100.0 for i in range(count)]
+    return out
+
+
+def first_at_or_above(history: Sequence, threshold: float) -> object | None:
+    """The first history entry (anything with ``.accuracy``) whose accuracy is at or above ``threshold``."""
+    for entry in history:
+        if entry.accuracy >= threshold:
+            return entry
+    return None
+
+
+def threshold_times(history: Sequence, thresholds: Sequence[float]) -> list[float | None]:
+    """Time-to-threshold (``elapsed_s`` of the first entry at or above it) for each threshold; None if never."""
+    out: list[float | None] = []
+    for t in thresholds:
+        entry = first_at_or_above(history, t)
+        out.append(None if entry is None else float(entry.elapsed_s))
+    return out
+
+
+def threshold_epochs(history: Sequence, thresholds: Sequence[float]) -> list[float | None]:
+    out: list[float | None] = []
+    for t in thresholds:
+        entry = first_at_or_above(history, t)
+        out.append(None if entry is None else float(entry.epoch))
+    return out
+
+
+# --- comparison ------------------------------------------------------------------------------------------------
+
+def hedges_g(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Hedges' g of ``a`` minus ``b``: Cohen's d with the pooled sample std, times the small-sample correction
+    J = 1 - 3 / (4 (n_a + n_b) - 9). Negative: ``a`` is smaller (faster). None if undefined."""
+    a, b = _clean(a), _clean(b)
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return None
+    sa, sb = statistics.variance(a), statistics.variance(b)
+    pooled = math.sqrt(((na - 1) * sa + (nb - 1) * sb) / (na + nb - 2))
+    if pooled == 0:
+        return None
+    d = (sum(a) / na - sum(b) / nb) / pooled
+    return d * (1 - 3 / (4 * (na + nb) - 9))
+
+
+def welch_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
+    """(t statistic, two-sided p) of Welch's unequal-variance t-test; None with fewer than 2 values a side."""
+    from scipy import stats as sps
+
+    a, b = _clean(a), _clean(b)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    res = sps.ttest_ind(a, b, equal_var=False)
+    t, p = float(res.statistic), float(res.pvalue)
+    if not math.isfinite(p):
+        return None
+    return t, p
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
+    """(U statistic of ``a``, two-sided p) of the Mann-Whitney U test; None if a side is empty."""
+    from scipy import stats as sps
+
+    a, b = _clean(a), _clean(b)
+    if not a or not b:
+        return None
+    res = sps.mannwhitneyu(a, b, alternative="two-sided")
+    return float(res.statistic), float(res.pvalue)
+
+
+def fisher_reached(reached_a: int, n_a: int, reached_b: int, n_b: int) -> float | None:
+    """Two-sided p of Fisher's exact test on the reached / not reached counts of two groups."""
+    from scipy import stats as sps
+
+    if n_a < 1 or n_b < 1:
+        return None
+    res = sps.fisher_exact([[reached_a, n_a - reached_a], [reached_b, n_b - reached_b]])
+    return float(res.pvalue) if hasattr(res, "pvalue") else float(res[1])
+
+
+# --- roofline ---------------------------------------------------------------------------------------------------
+
+def operational_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte of memory traffic."""
+    if nbytes <= 0:
+        raise ValueError("bytes must be > 0")
+    return flops / nbytes
+
+
+def attainable_flops(peak_flops: float, bandwidth: float, intensity: float) -> float:
+    """The roofline: min(peak FLOP/s, bandwidth (bytes/s) x intensity (FLOP/byte))."""
+    return min(peak_flops, bandwidth * intensity)
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """The intensity at which the roofline turns from memory- to compute-bound."""
+    return peak_flops / bandwidth
+
+
+# --- scaling ----------------------------------------------------------------------------------------------------
+
+def speedups(base_value: float, base_devices: int, values: dict[int, float],
+             higher_is_better: bool) -> dict[int, tuple[float, float]]:
+    """devices -> (speedup over the base, efficiency = speedup / (devices / base_devices)).
+
+    ``higher_is_better``: throughputs (speedup = value / base); times (speedup = base / value).
+    """
+    out = {}
+    for devices, value in values.items():
+        s = value / base_value if higher_is_better else base_value / value
+        out[devices] = (s, s / (devices / base_devices))
+    return out

@@ -1,0 +1,499 @@
+"""Analyses: repeat (stability), threshold, roofline, scaling, lesion, evaluate (generalization), compare, report.
+
+The pure statistics are checked against numpy/scipy on hand-made numbers; the commands run real (short) digits
+and mnist runs in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from daybreak.analysis import stats
+from daybreak.analysis.compare import compare_times
+from daybreak.analysis.roofline import bytes_estimate, roofline_numbers
+from daybreak.cli import main
+from daybreak.records.run import EpochRecord, RunResult
+
+from conftest import single_line
+
+
+@pytest.fixture(autouse=True)
+def _isolated_peak_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("DAYBREAK_CACHE", str(tmp_path_factory.mktemp("daybreak-cache")))
+
+
+def _err_line(capsys) -> str:
+    err = capsys.readouterr().err
+    return err
+
+
+# --- pure functions ------------------------------------------------------------------------------------------
+
+TIMES = [12.0, 10.5, 11.2, 15.9, 9.8, 11.0]
+
+
+def test_cv_std_ci_match_numpy_and_scipy():
+    a = np.array(TIMES)
+    assert stats.sample_std(TIMES) == pytest.approx(np.std(a, ddof=1))
+    assert stats.coefficient_of_variation(TIMES) == pytest.approx(np.std(a, ddof=1) / np.mean(a))
+    low, high = stats.confidence_interval(TIMES)
+    exp = sps.t.interval(0.95, df=len(a) - 1, loc=np.mean(a), scale=sps.sem(a))
+    assert (low, high) == pytest.approx(exp)
+    ts = stats.time_stats(TIMES)
+    assert ts.n == 6 and ts.mean_s == pytest.approx(np.mean(a)) and ts.median_s == pytest.approx(np.median(a))
+    assert ts.cv == pytest.approx(np.std(a, ddof=1) / np.mean(a))
+    assert (ts.ci_low_s, ts.ci_high_s) == pytest.approx(exp)
+    assert stats.confidence_interval([3.0]) is None and stats.coefficient_of_variation([3.0]) is None
+    assert stats.confidence_interval([2.0, 2.0, 2.0]) == (2.0, 2.0)
+
+
+def test_olympic_mean_drops_exactly_one_fastest_and_one_slowest():
+    assert stats.olympic_mean([1.0, 2.0, 3.0, 100.0]) == pytest.approx(2.5)
+    assert stats.olympic_mean([5.0, 1.0, 9.0]) == pytest.approx(5.0)
+    # ties: only one copy of each extreme goes
+    assert stats.olympic_mean([1.0, 1.0, 4.0, 7.0, 7.0]) == pytest.approx((1.0 + 4.0 + 7.0) / 3)
+    assert stats.olympic_mean(TIMES) == pytest.approx(np.mean(sorted(TIMES)[1:-1]))
+    assert stats.olympic_mean([1.0, 2.0]) is None
+
+
+def _history(points: list[tuple[float, float]]) -> list[EpochRecord]:
+    return [EpochRecord(epoch=i + 1, step=10 * (i + 1), elapsed_s=t, accuracy=acc, top1=acc, eval_s=0.01)
+            for i, (t, acc) in enumerate(points)]
+
+
+def test_threshold_times_first_entry_at_or_above():
+    h = _history([(1.0, 0.90), (2.0, 0.955), (3.0, 0.95), (4.0, 0.97), (5.0, 0.98)])
+    thresholds = [0.90, 0.95, 0.955, 0.96, 0.98, 0.99]
+    assert stats.threshold_times(h, thresholds) == [1.0, 2.0, 2.0, 4.0, 5.0, None]
+    assert stats.threshold_epochs(h, thresholds) == [1, 2, 2, 4, 5, None]
+    grid = stats.threshold_grid(94.0, 98.0, 0.5)
+    assert len(grid) == 9 and grid[0] == 0.94 and grid[-1] == 0.98  # exact floats, as --target 98 gives
+    with pytest.raises(ValueError):
+        stats.threshold_grid(98, 94, 0.5)
+
+
+def test_compare_p_values_equal_scipy():
+    a = [10.1, 10.5, 9.8, 10.2, 10.9, 10.0]
+    b = [10.4, 11.0, 10.2, 10.6, 10.3, 11.2, 10.8]
+    res = compare_times(a, b)
+    assert res["welch_p"] == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue, rel=1e-12)
+    assert res["welch_t"] == pytest.approx(sps.ttest_ind(a, b, equal_var=False).statistic, rel=1e-12)
+    assert res["mannwhitney_p"] == pytest.approx(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue, rel=1e-12)
+    na, nb = len(a), len(b)
+    pooled = np.sqrt(((na - 1) * np.var(a, ddof=1) + (nb - 1) * np.var(b, ddof=1)) / (na + nb - 2))
+    g = (np.mean(a) - np.mean(b)) / pooled * (1 - 3 / (4 * (na + nb) - 9))
+    assert res["hedges_g"] == pytest.approx(g)
+
+    fast, slow = [5.0, 5.2, 4.9, 5.1, 5.05], [8.0, 8.3, 7.9, 8.1, 8.2]
+    clear = compare_times(fast, slow)
+    assert clear["verdict"] == "A faster" and clear["welch_p"] < 0.05 and clear["hedges_g"] < 0
+    assert compare_times(slow, fast)["verdict"] == "B faster"
+    assert compare_times([1.0], [2.0, 3.0])["verdict"] == "not enough runs"
+
+
+def test_roofline_arithmetic():
+    out = roofline_numbers(flops_per_step=4e9, bytes_per_step=1e8, achieved=2e11, peak_flops=1e12, bandwidth=1e10)
+    assert out["operational_intensity"] == pytest.approx(40.0)
+    assert out["attainable_flops_per_s"] == pytest.approx(min(1e12, 1e10 * 40.0))  # 4e11: memory-bound
+    assert out["bound"] == "memory"
+    assert out["utilization"] == pytest.approx(0.2)
+    assert out["fraction_of_roofline"] == pytest.approx(2e11 / 4e11)
+    out = roofline_numbers(4e9, 1e6, None, 1e12, 1e10)  # intensity 4000 > ridge 100
+    assert out["attainable_flops_per_s"] == pytest.approx(1e12) and out["bound"] == "compute"
+    est = bytes_estimate("train", input_bytes=10, activation_bytes=100, parameter_bytes=1000,
+                         optimizer_state_bytes=1000)
+    assert est.total_bytes == 10 + 2 * 100 + 4 * 1000 + 2 * 1000 + 2 * 1000
+    assert bytes_estimate("infer", 10, 100, 1000, 0).total_bytes == 1110
+
+
+# --- repeat ----------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def repeat_dir(tmp_path_factory):
+    """A 4-seed digits repeat, made as 3 seeds then resumed to 4."""
+    out = tmp_path_factory.mktemp("repeat") / "rep"
+    args = ["repeat", "digits", "--out", str(out), "--target", "0.9", "--threads", "1"]
+    assert main(args + ["--runs", "3"]) == 0
+    first = {p.name: (p / "result.json").read_text() for p in sorted(out.glob("seed-*"))}
+    assert main(args + ["--runs", "4"]) == 0
+    assert {p.name: (p / "result.json").read_text() for p in sorted(out.glob("seed-*")) if p.name in first} == first
+    return out
+
+
+def test_repeat_summary_statistics(repeat_dir):
+    from daybreak.analysis.repeat import RepeatSummary
+
+    s = RepeatSummary.load(repeat_dir)
+    results = [RunResult.load(repeat_dir / f"seed-{i}") for i in range(4)]
+    assert [r.seed for r in results] == [0, 1, 2, 3] and s.seeds == [0, 1, 2, 3]
+    assert [r.reused for r in s.runs] == [True, True, True, False]
+    reached = [r for r in results if r.reached]
+    times = np.array([r.time_to_target_s for r in reached])
+    assert s.n_runs == 4 and s.n_reached == len(reached)
+    assert s.reached_fraction == pytest.approx(len(reached) / 4)
+    t = s.time_to_target
+    assert t.times_s == pytest.approx(list(times))
+    assert t.mean_s == pytest.approx(np.mean(times))
+    assert t.std_s == pytest.approx(np.std(times, ddof=1))
+    assert t.cv == pytest.approx(np.std(times, ddof=1) / np.mean(times))
+    exp = sps.t.interval(0.95, df=len(times) - 1, loc=np.mean(times), scale=sps.sem(times))
+    assert (t.ci_low_s, t.ci_high_s) == pytest.approx(exp)
+    assert t.olympic_mean_s == pytest.approx(np.mean(np.sort(times)[1:-1]))
+    epochs = [r.epochs_to_target for r in reached]
+    assert s.epochs_to_target.values == epochs
+    assert (s.epochs_to_target.min, s.epochs_to_target.median, s.epochs_to_target.max) == (
+        min(epochs), float(np.median(epochs)), max(epochs))
+    assert s.provenance.system is not None and len(s.provenance.inputs) == 4 and s.complete
+
+
+def test_repeat_records_unreached_runs_and_goes_on(tmp_path, capsys):
+    out = tmp_path / "rep"
+    code = main(["repeat", "digits", "--runs", "2", "--out", str(out), "--target", "0.999", "--set", "epochs=1",
+                 "--threads", "1"])
+    assert code == 3  # none reached
+    from daybreak.analysis.repeat import RepeatSummary
+
+    s = RepeatSummary.load(out)
+    assert s.n_runs == 2 and s.n_reached == 0 and s.reached_fraction == 0
+    assert [r.status for r in s.runs] == ["not_reached", "not_reached"]
+    assert s.time_to_target.mean_s is None and s.time_to_target.n == 0
+    err = capsys.readouterr().err
+    assert "[1/2] seed 0: not reached" in err and "[2/2] seed 1: not reached" in err
+    # other settings in the same directory: a one-line error, nothing overwritten
+    code = main(["repeat", "digits", "--runs", "2", "--out", str(out), "--target", "0.9", "--threads", "1"])
+    assert code == 2 and single_line(capsys.readouterr().err)
+
+
+def test_repeat_bad_inputs_one_line(tmp_path, capsys):
+    assert main(["repeat", "digits", "--runs", "0", "--out", str(tmp_path / "r")]) == 2
+    assert single_line(capsys.readouterr().err)
+    assert main(["repeat", "nosuchtask", "--runs", "1", "--out", str(tmp_path / "r")]) == 2
+    assert single_line(capsys.readouterr().err)
+    assert main(["repeat", "digits", "--runs", "1", "--set", "nope=1", "--out", str(tmp_path / "r")]) == 2
+    assert single_line(capsys.readouterr().err)
+
+
+# --- threshold -----------------------------------------------------------------------------------------------
+
+def test_threshold_command_uses_first_history_entry(repeat_dir, tmp_path, capsys):
+    out = tmp_path / "an"
+    assert main(["analyze", "threshold", str(repeat_dir), "--from", "85", "--to", "0.9", "--step", "1",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    a = json.loads((out / "threshold.json").read_text())
+    assert a["thresholds"] == [0.85, 0.86, 0.87, 0.88, 0.89, 0.90]
+    assert (out / "threshold.png").stat().st_size > 0 and (out / "threshold.md").exists()
+    for row in a["runs"]:
+        hist = RunResult.load(row["run_dir"]).history
+        for thr, got in zip(a["thresholds"], row["times_s"]):
+            first = next((h for h in hist if h.accuracy >= thr), None)
+            assert got == (None if first is None else first.elapsed_s)
+    # the 90% column equals each run's own time-to-target
+    for row in a["runs"]:
+        r = RunResult.load(row["run_dir"])
+        if r.reached:
+            assert row["times_s"][-1] == pytest.approx(r.time_to_target_s)
+    assert a["provenance"]["system"] and len(a["provenance"]["inputs"]) == 4
+    # default range: 4 points below the target in 0.5 steps
+    assert main(["analyze", "threshold", str(repeat_dir / "seed-0"), "--out", str(out), "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert a["thresholds"][0] == pytest.approx(0.86) and a["thresholds"][-1] == 0.9 and len(a["thresholds"]) == 9
+
+
+def test_analysis_bad_paths_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for args in (["analyze", "threshold", str(tmp_path / "missing")],
+                 ["analyze", "threshold", str(tmp_path / "empty")],
+                 ["analyze", "scaling", str(tmp_path / "empty")],
+                 ["analyze", "roofline", str(tmp_path / "empty")],
+                 ["report", str(tmp_path / "empty"), "--out", str(tmp_path / "rep")],
+                 ["compare", str(tmp_path / "empty"), "--", str(tmp_path / "empty")],
+                 ["compare", str(tmp_path / "a")],
+                 ["evaluate", str(tmp_path / "missing"), "--data-dir", str(tmp_path)]):
+        code = main(args)
+        err = capsys.readouterr().err
+        assert code == 2, args
+        assert single_line(err), (args, err)
+
+
+# --- lesion ----------------------------------------------------------------------------------------------------
+
+def test_lesion_variants_pure():
+    from daybreak.analysis.lesion import lesion_variants, parse_switches
+    from daybreak.errors import ConfigError
+    from daybreak.recipes import get_recipe
+
+    r = get_recipe("cifar10")
+    assert parse_switches("tta,whitening", r) == ["tta", "whitening"]
+    assert parse_switches(None, r) == list(r.switches)
+    assert parse_switches("", r) == []
+    with pytest.raises(ConfigError):
+        parse_switches("tta,warp_drive", r)
+    variants = lesion_variants(r, [], {"epochs": 3})
+    assert variants == [("full", [], {"epochs": 3})]
+    assert r.hyperparameters(variants[0][2]) == r.hyperparameters({"epochs": 3})
+    assert lesion_variants(r, ["tta"], {})[1] == ("no-tta", ["tta"], {"tta": False})
+
+
+def test_lesion_digits_augment(tmp_path, capsys):
+    from daybreak.recipes import get_recipe
+
+    out = tmp_path / "les"
+    assert main(["lesion", "digits", "--without", "augment", "--runs-per", "1", "--target", "0.9",
+                 "--threads", "1", "--out", str(out)]) == 0
+    full = RunResult.load(out / "full" / "seed-0")
+    lesioned = RunResult.load(out / "no-augment" / "seed-0")
+    # nothing switched off: exactly the recipe's configuration
+    assert full.hyperparameters == get_recipe("digits").hyperparameters({})
+    assert full.hyperparameters["augment"] is True
+    assert json.loads((out / "no-augment" / "seed-0" / "result.json").read_text())["hyperparameters"]["augment"] is False
+    assert {k: v for k, v in lesioned.hyperparameters.items() if k != "augment"} == {
+        k: v for k, v in full.hyperparameters.items() if k != "augment"}
+    s = json.loads((out / "lesion.json").read_text())
+    assert [v["name"] for v in s["variants"]] == ["full", "no-augment"]
+    v_full, v_no = s["variants"]
+    assert v_full["time_ratio"] == pytest.approx(1.0)
+    if lesioned.reached and full.reached:
+        assert v_no["time_ratio"] == pytest.approx(lesioned.time_to_target_s / full.time_to_target_s)
+    assert v_no["final_accuracy_ratio"] == pytest.approx(lesioned.final_accuracy / full.final_accuracy)
+    assert (out / "lesion.png").stat().st_size > 0 and "no-augment" in (out / "lesion.md").read_text()
+    assert s["provenance"]["system"] and s["provenance"]["inputs"]
+    capsys.readouterr()
+
+    code = main(["lesion", "digits", "--without", "augment,warp", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and single_line(err) and "warp" in err and "augment" in err
+    assert not (tmp_path / "x").exists()
+
+
+# --- compare (hand-made run records) ----------------------------------------------------------------------------
+
+def _fake_runs(template: Path, folder: Path, times: list[float | None], world_size: int = 1,
+               per_epoch: float | None = None) -> list[Path]:
+    base = RunResult.load(template)
+    dirs = []
+    for i, t in enumerate(times):
+        r = base.model_copy(deep=True)
+        d = folder / f"seed-{i}"
+        d.mkdir(parents=True)
+        r.run_id, r.seed, r.world_size = d.name, i, world_size
+        if t is None:
+            r.reached, r.status, r.time_to_target_s, r.epochs_to_target = False, "not_reached", None, None
+            r.history = _history([(1.0, 0.5), (2.0, 0.6)])
+        else:
+            r.reached, r.status, r.time_to_target_s = True, "reached", t
+            epochs = 2 if per_epoch is None else max(1, round(t / per_epoch))
+            step_t = t / epochs
+            r.history = _history([(step_t * (k + 1), 0.5 + 0.45 * (k + 1) / epochs) for k in range(epochs)])
+            r.epochs_to_target = float(epochs)
+        r.save(d)
+        dirs.append(d)
+    return dirs
+
+
+def test_compare_command(repeat_dir, tmp_path, capsys):
+    _fake_runs(repeat_dir / "seed-0", tmp_path / "a", [5.0, 5.2, 4.9, 5.1, None])
+    b = _fake_runs(repeat_dir / "seed-0", tmp_path / "b", [8.0, 8.3, 7.9, 8.1])
+    assert main(["compare", "--out", str(tmp_path / "c.json"), str(tmp_path / "a"), "--", *map(str, b)]) == 0
+    text = capsys.readouterr().out
+    assert "A reaches the target faster than B" in text and "Hedges' g" in text
+    c = json.loads((tmp_path / "c.json").read_text())
+    ta, tb = [5.0, 5.2, 4.9, 5.1], [8.0, 8.3, 7.9, 8.1]
+    assert c["verdict"] == "A faster" and c["welch_p"] < 0.05
+    assert c["welch_p"] == pytest.approx(sps.ttest_ind(ta, tb, equal_var=False).pvalue)
+    assert c["mannwhitney_p"] == pytest.approx(sps.mannwhitneyu(ta, tb, alternative="two-sided").pvalue)
+    assert c["a"]["n_runs"] == 5 and c["a"]["n_reached"] == 4 and len(c["a"]["excluded"]) == 1
+    assert c["a"]["times_s"] == ta
+    assert main(["compare", "--json", "--a", str(tmp_path / "b"), "--b", str(tmp_path / "a")]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "B faster"
+
+
+# --- scaling -------------------------------------------------------------------------------------------------
+
+def _sweep(folder: Path, per_device: float = 1000.0, efficiency: dict[int, float] | None = None) -> Path:
+    from daybreak.measure.system import system_info
+    from daybreak.records.throughput import ThroughputConfig, ThroughputResult
+
+    folder.mkdir(parents=True)
+    efficiency = efficiency or {1: 1.0, 2: 0.9, 4: 0.75}
+    lines = []
+    for devices, eff in efficiency.items():
+        cfg = ThroughputConfig(model="digits_cnn", batch_size=64, devices=devices, steps=10)
+        sps_ = per_device * devices * eff
+        median = 64 * devices * 10 / sps_
+        flops = 2.0e7 * devices
+        lines.append(ThroughputResult(
+            config=cfg, status="ok", batch_size=64, global_batch_size=64 * devices, world_size=devices,
+            times_s=[median], median_time_s=median, samples_per_s=sps_, flops_per_step=int(flops),
+            achieved_flops_per_s=flops * 10 / median, peak_precision="fp32", peak_flops_per_s=1e11 * devices,
+            peak_bandwidth_bytes_per_s=1e10, device_name="Test CPU", system=system_info(),
+        ).model_dump_json())
+    (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_scaling_from_sweep_and_runs(repeat_dir, tmp_path, capsys):
+    sweep = _sweep(tmp_path / "sweep")
+    _fake_runs(repeat_dir / "seed-0", tmp_path / "w1", [10.0, 10.0], world_size=1, per_epoch=2.5)
+    _fake_runs(repeat_dir / "seed-0", tmp_path / "w2", [8.0, 8.0], world_size=2, per_epoch=1.0)
+    out = tmp_path / "an"
+    assert main(["analyze", "scaling", str(sweep), str(tmp_path / "w1"), str(tmp_path / "w2"), "--out", str(out)]) == 0
+    a = json.loads((out / "scaling.json").read_text())
+    (g,) = a["throughput"]
+    assert [r["world_size"] for r in g["rows"]] == [1, 2, 4]
+    assert [r["speedup"] for r in g["rows"]] == pytest.approx([1.0, 1.8, 3.0])
+    assert [r["efficiency"] for r in g["rows"]] == pytest.approx([1.0, 0.9, 0.75])
+    (rg,) = a["runs"]
+    r1, r2 = rg["rows"]
+    assert (r1["world_size"], r2["world_size"]) == (1, 2)
+    assert r2["tta_speedup"] == pytest.approx(10.0 / 8.0)
+    assert r2["epoch_speedup"] == pytest.approx(r1["mean_time_per_epoch_s"] / r2["mean_time_per_epoch_s"])
+    assert r2["epoch_speedup"] == pytest.approx(2.5)  # per epoch it scales; to the target it does not
+    assert (out / "scaling.png").stat().st_size > 0
+    assert "TTA speedup" in capsys.readouterr().out
+
+
+# --- roofline ----------------------------------------------------------------------------------------------------
+
+def _peak_file(path: Path, flops: float = 5e10, bandwidth: float = 2e9) -> Path:
+    from daybreak.records.throughput import PeakResult
+
+    p = PeakResult(machine_key="test", device="cpu", device_name="Test CPU", torch="x", threads=1,
+                   flops_per_s={"fp32": flops}, bandwidth_bytes_per_s=bandwidth, measured_at=datetime.now(timezone.utc))
+    path.write_text(p.model_dump_json())
+    return path
+
+
+def test_roofline_of_a_run_and_a_sweep(repeat_dir, tmp_path, capsys):
+    from daybreak.measure.flops import step_flops
+
+    peak = _peak_file(tmp_path / "peak.json")
+    sweep = _sweep(tmp_path / "sweep")
+    out = tmp_path / "an"
+    assert main(["analyze", "roofline", str(repeat_dir / "seed-0"), str(sweep), "--peak", str(peak),
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "estimate" in text
+    a = json.loads((out / "roofline.json").read_text())
+    run_pt = a["points"][0]
+    r = RunResult.load(repeat_dir / "seed-0")
+    assert run_pt["kind"] == "run" and run_pt["steps"] == r.steps_to_target
+    assert run_pt["achieved_flops_per_s"] == pytest.approx(run_pt["flops_per_step"] * r.steps_to_target / r.time_to_target_s)
+    assert run_pt["operational_intensity"] == pytest.approx(run_pt["flops_per_step"] / run_pt["bytes_per_step"])
+    assert run_pt["attainable_flops_per_s"] == pytest.approx(min(5e10, 2e9 * run_pt["operational_intensity"]))
+    assert run_pt["utilization"] == pytest.approx(run_pt["achieved_flops_per_s"] / 5e10)
+    # the FLOPs are daybreak.measure.flops' count of the recipe's step at the run's batch
+    import torch
+
+    from daybreak.data.digits import load_digits_task
+    from daybreak.recipes import get_recipe
+
+    data = load_digits_task()
+    setup = get_recipe("digits").build(r.hyperparameters, data, torch.device("cpu"))
+    x = setup.prepare(data.train_x[:64])
+    assert run_pt["flops_per_step"] == step_flops(setup.model, x, data.train_y[:64], setup.loss_fn, True)
+    b = run_pt["bytes_breakdown"]
+    params = sum(p.numel() * 4 for p in setup.model.parameters())
+    assert b["parameter_bytes"] == params and b["optimizer_state_bytes"] == params  # SGD momentum buffers
+    assert b["input_bytes"] == x.numel() * 4
+    sweep_pts = a["points"][1:]
+    assert len(sweep_pts) == 3 and all(p["kind"] == "sweep" for p in sweep_pts)
+    for p in sweep_pts:
+        assert p["peak_flops_per_s"] == pytest.approx(1e11 * p["world_size"])  # the sweep's own ceilings
+        assert p["peak_bandwidth_bytes_per_s"] == pytest.approx(1e10 * p["world_size"])
+        assert p["operational_intensity"] == pytest.approx(p["flops_per_step"] / p["bytes_per_step"])
+    assert "estimated" in a["bytes_method"] and a["provenance"]["system"]
+    assert (out / "roofline.png").stat().st_size > 0
+
+
+# --- generalization ------------------------------------------------------------------------------------------
+
+def test_evaluate_mnist_on_another_set(tmp_path, capsys):
+    from daybreak.data.synthetic import write_mnist
+    from daybreak.infer.latency import load_for_inference
+    from daybreak.train.evaluate import evaluate
+
+    write_mnist(tmp_path / "m1", 600, 200, seed=0)
+    write_mnist(tmp_path / "m2", 20, 150, seed=1)
+    run = tmp_path / "run"
+    assert main(["run", "mnist", "--data-dir", str(tmp_path / "m1"), "--allow-custom-data", "--target", "0.5",
+                 "--set", "epochs=4", "--set", "batch_size=32", "--threads", "1", "-q", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--data-dir", str(tmp_path / "m2")]) == 2  # custom data needs the flag
+    assert single_line(capsys.readouterr().err)
+    assert main(["evaluate", str(run), "--data-dir", str(tmp_path / "m2"), "--allow-custom-data", "--device", "cpu"]) == 0
+    entries = json.loads((run / "generalization.json").read_text())
+    assert len(entries) == 1
+    e = entries[0]
+    loaded = load_for_inference(run, device="cpu", amp="off", data_dir=tmp_path / "m2", download=False,
+                                allow_custom_data=True)
+    top1, _ = evaluate(loaded.model, loaded.inputs, loaded.labels, device=loaded.device, predict=loaded.predict)
+    assert e["n"] == 150 and e["accuracy"] == pytest.approx(top1)
+    r = RunResult.load(run)
+    assert e["original_accuracy"] == pytest.approx(r.history[-1].accuracy)
+    assert e["difference"] == pytest.approx(top1 - e["original_accuracy"])
+    assert e["system"]["torch"] and e["data_dir"] == str(tmp_path / "m2")
+    # a second data dir appends
+    assert main(["evaluate", str(run), "--data-dir", str(tmp_path / "m1"), "--allow-custom-data", "--device", "cpu"]) == 0
+    entries = json.loads((run / "generalization.json").read_text())
+    assert len(entries) == 2 and entries[1]["accuracy"] == pytest.approx(entries[1]["original_accuracy"])
+
+
+def test_evaluate_digits_has_no_data_dir(repeat_dir, tmp_path, capsys):
+    assert main(["evaluate", str(repeat_dir / "seed-0"), "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert single_line(err) and "digits" in err
+
+
+# --- report ------------------------------------------------------------------------------------------------------
+
+def test_report_html_tables_images_and_escaping(repeat_dir, tmp_path, capsys):
+    evil = "<script>alert('x')</script>"
+    bad = tmp_path / "evil"
+    shutil.copytree(repeat_dir / "seed-0", bad)
+    data = json.loads((bad / "result.json").read_text())
+    data["recipe"], data["model"], data["run_id"] = evil, evil + "&", "evil<b>run</b>"
+    (bad / "result.json").write_text(json.dumps(data))
+    sweep = _sweep(tmp_path / "sweep")
+    lesion = tmp_path / "les"  # a lesion directory with hand-made runs (no training)
+    from daybreak.analysis.lesion import LesionSummary, LesionVariant, write_lesion_views
+    from daybreak.analysis.sources import provenance
+
+    _fake_runs(repeat_dir / "seed-0", lesion / "full", [2.0])
+    _fake_runs(repeat_dir / "seed-0", lesion / "no-augment", [3.0])
+    hp = RunResult.load(repeat_dir / "seed-0").hyperparameters
+    summary = LesionSummary(task="digits", recipe="digits", target=0.9, metric="top1", switches=["augment"],
+                            runs_per=1, seeds=[0], provenance=provenance([]), variants=[
+                                LesionVariant(name="full", hyperparameters=hp, directory="full", n_runs=1, n_reached=1,
+                                              reached_fraction=1, mean_time_to_target_s=2.0, time_ratio=1.0,
+                                              mean_final_accuracy=0.95),
+                                LesionVariant(name="no-augment", switched_off=["augment"], hyperparameters=hp,
+                                              directory="no-augment", n_runs=1, n_reached=1, reached_fraction=1,
+                                              mean_time_to_target_s=3.0, time_ratio=1.5, mean_final_accuracy=0.95)])
+    summary.save(lesion)
+    write_lesion_views(summary, lesion)
+    out = tmp_path / "report"
+    peak = _peak_file(tmp_path / "peak.json")
+    assert main(["report", str(repeat_dir), str(bad), str(sweep), str(lesion), "--peak", str(peak),
+                 "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    md = (out / "report.md").read_text()
+    for title in ("Runs", "Stability", "Threshold sensitivity", "Lesion study", "Scaling", "Roofline"):
+        assert f">{title}" in page and f"## {title}" in md, title
+    assert page.count("<table>") >= 6
+    for img in ("curves.png", "repeat-0.png", "threshold-0.png", "lesion-0.png", "scaling.png", "roofline.png"):
+        assert f'<img src="{img}"' in page and (out / img).stat().st_size > 0, img
+    assert "<script>" not in page and "<b>run</b>" not in page
+    assert "<script>" not in md and "&lt;script&gt;" in md
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "evil&lt;b&gt;run&lt;/b&gt;" in page
+    assert "Olympic mean".lower() in page.lower() and "coefficient of variation" in page
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["provenance"]["system"] and len(rep["provenance"]["inputs"]) == 4
