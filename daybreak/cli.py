@@ -16,7 +16,9 @@ COMMAND_MODULES = [
     "daybreak.leaderboard.commands",
     "daybreak.external.commands",
     "daybreak.infer.commands",
+    "daybreak.sweep.commands",
     "daybreak.analysis.commands",
+    "daybreak.squad_commands",
 ]
 
 

@@ -99,7 +99,7 @@ def format_inference_summary(r: InferenceResult, run_dir: str | None = None) -> 
         ("examples", f"{r.n_examples:,} ({r.task} eval set, batch 1, after {s.warmup} untimed warm-up queries)"),
         ("latency (ms)", f"mean {_ms(lat.mean_ms)}  p50 {_ms(lat.p50_ms)}  p90 {_ms(lat.p90_ms)}  "
                          f"p99 {_ms(lat.p99_ms)}  max {_ms(lat.max_ms)}  min {_ms(lat.min_ms)}"),
-        ("accuracy", f"top-1 {r.top1 * 100:.2f}%" + (f", top-5 {r.top5 * 100:.2f}%" if r.top5 is not None else "")
+        ("accuracy", ", ".join(f"{name} {value * 100:.2f}%" for name, value in (r.metrics or {r.metric: r.accuracy}).items())
                      + (f" (checkpoint's evaluation: {r.checkpoint_accuracy * 100:.2f}%)"
                         if r.checkpoint_accuracy is not None else "")),
     ]

@@ -235,7 +235,8 @@ def make_classifier(loaded: LoadedRun, *, to_host: bool = True) -> Callable[[tor
             return logits.float()
     elif k:
         def labels(logits: torch.Tensor) -> torch.Tensor:
-            return torch.cat((logits.argmax(dim=1, keepdim=True), logits.topk(k, dim=1).indices), dim=1)
+            top = logits.topk(min(k, logits.shape[1]), dim=1).indices  # custom data may have < 5 classes
+            return torch.cat((logits.argmax(dim=1, keepdim=True), top), dim=1)
     else:
         def labels(logits: torch.Tensor) -> torch.Tensor:
             return logits.argmax(dim=1)
@@ -471,10 +472,11 @@ def infer(config: InferConfig) -> InferenceResult:
     if loaded.score_predictions is not None:  # e.g. SQuAD: F1 of the answers decoded from the timed outputs
         metrics = loaded.score_predictions(lat.predictions)
         accuracy = metrics[run.metric]
-        top1, top5 = metrics.get("top1", accuracy), metrics.get("top5")
+        top1, top5 = metrics.get("top1"), metrics.get("top5")
     else:
         top1, top5 = accuracy_of(lat.predictions, loaded.labels)
         accuracy = top5 if run.metric == "top5" and top5 is not None else top1
+        metrics = {"top1": top1, **({"top5": top5} if top5 is not None else {})}
     valid = accuracy >= run.target
     reason = None if valid else (f"accuracy {accuracy * 100:.2f}% of the timed predictions is below the run's target "
                                  f"{run.target * 100:.2f}% ({run.metric})")
@@ -504,7 +506,7 @@ def infer(config: InferConfig) -> InferenceResult:
         checkpoint=run.checkpoint or "checkpoint.pt", checkpoint_epoch=loaded.checkpoint.get("epoch"),
         checkpoint_accuracy=loaded.checkpoint.get("accuracy"),
         n_examples=loaded.n, latency=stats, throughput=throughput,
-        accuracy=accuracy, top1=top1, top5=top5, target=run.target, valid=valid, reason=reason,
+        accuracy=accuracy, top1=top1, top5=top5, metrics=metrics, target=run.target, valid=valid, reason=reason,
         cost_per_hour=price, instance=instance, price_date=price_date,
         cost_per_example_usd=cost_per_example,
         cost_per_10k_usd=None if cost_per_example is None else cost_per_example * 10_000,

@@ -23,7 +23,7 @@ def model_names() -> list[str]:
 
 
 def _import_all() -> None:
-    from daybreak.models import resnet_cifar, small  # noqa: F401
+    from daybreak.models import bert, resnet50, resnet_cifar, small, span_bert  # noqa: F401
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -38,6 +38,9 @@ class Recipe:
     build: Callable[[dict[str, Any], TaskData, torch.device], TrainSetup]
     lr_scaling: str = "linear"  # how the learning rate follows the global batch size on several devices
     switches: tuple[str, ...] = field(default_factory=tuple)  # boolean hyperparameters that can be switched off
+    mllog_benchmark: str | None = None  # MLPerf's submission_benchmark name (e.g. "resnet"); default: the task
+    # (hp, data, global batch) -> extra MLPerf keys to log after the header (e.g. opt_base_learning_rate)
+    mllog_events: Callable[[dict[str, Any], TaskData, int], dict[str, Any]] | None = None
 
     def hyperparameters(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         hp = dict(self.defaults)

@@ -147,9 +147,15 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
     )
 
 
-def mllog_events(hp: dict[str, Any], global_batch_size: int, train_samples: int, eval_samples: int) -> dict[str, Any]:
-    """MLPerf-style hyperparameter events of this recipe (keys from mlperf_logging's constants)."""
+def mllog_events(hp: dict[str, Any], data: TaskData, global_batch_size: int) -> dict[str, Any]:
+    """MLPerf-style hyperparameter events for this recipe (keys from mlperf_logging's constants), for the runner
+    to write after ``build`` (global_batch_size is already in the recorder's header)."""
+    from daybreak.data.squad import SquadData
+
+    train_samples = len(data.train_features()) if isinstance(data, SquadData) else 0
     return {
+        "train_samples": train_samples,
+        "eval_samples": len(data.eval_y),
         "opt_name": "adamw",
         "opt_base_learning_rate": hp["lr"],
         "opt_adamw_beta_1": hp["adam_beta1"],
@@ -157,11 +163,8 @@ def mllog_events(hp: dict[str, Any], global_batch_size: int, train_samples: int,
         "opt_adamw_epsilon": hp["adam_eps"],
         "opt_adamw_weight_decay": hp["weight_decay"],
         "opt_gradient_clip_norm": hp["grad_clip"],
-        "opt_learning_rate_warmup_factor": hp["warmup"],
+        "opt_learning_rate_warmup_steps": int(hp["warmup"] * hp["epochs"] * train_samples // max(global_batch_size, 1)),
         "max_sequence_length": hp["max_seq_len"],
-        "global_batch_size": global_batch_size,
-        "train_samples": train_samples,
-        "eval_samples": eval_samples,
     }
 
 
@@ -169,5 +172,5 @@ RECIPES.add("squad_bert_base", Recipe(
     name="squad_bert_base", task="squad", model="bert_base_squad",
     summary="BERT-base + span head, AdamW 5e-5 at batch 32, 10% warm-up + linear decay, 2 epochs, 384/128 windows; "
             "init_from= a local Hugging Face BERT",
-    defaults=HYPERPARAMETERS, build=build, lr_scaling="sqrt",
+    defaults=HYPERPARAMETERS, build=build, lr_scaling="sqrt", mllog_events=mllog_events,
 ))

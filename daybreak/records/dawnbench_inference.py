@@ -49,7 +49,9 @@ def inference_json(result: InferenceResult, *, author: str = "", author_email: s
     }
     if result.cost_per_example_usd is not None:
         out["cost"] = result.cost_per_example_usd
-    if result.metric == "top5":
+    if result.metric == "f1":  # SQuAD: F1 as a fraction, as the competition's SQuAD files have it
+        out["f1Score"] = result.accuracy
+    elif result.metric == "top5":
         out["top5Accuracy"] = _percent(result.top5 if result.top5 is not None else result.accuracy)
         out["top1Accuracy"] = _percent(result.top1)
     else:

@@ -99,7 +99,7 @@ class InferenceResult(BaseModel):
     recipe: str
     model: str
     framework: str
-    metric: str  # the accuracy the target applies to: "top1" or "top5"
+    metric: str  # the accuracy the target applies to: "top1", "top5" or "f1"
     checkpoint: str  # file in the run directory
     checkpoint_epoch: float | None = None
     checkpoint_accuracy: float | None = None  # what the run's evaluation measured for this checkpoint
@@ -109,8 +109,9 @@ class InferenceResult(BaseModel):
     throughput: ThroughputStats | None = None
 
     accuracy: float  # fraction, of `metric`, of the very batch-1 predictions that were timed
-    top1: float
+    top1: float | None = None  # classification tasks
     top5: float | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)  # everything measured, e.g. {"f1": .., "exact_match": ..}
     target: float  # the run's recorded target
     valid: bool  # accuracy >= target
     reason: str | None = None  # why not valid

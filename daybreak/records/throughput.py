@@ -3,7 +3,8 @@
 ``results.jsonl`` holds one ThroughputResult per line, appended as each configuration is measured; the CSV and
 Markdown views (and the plots) are regenerated from it. A configuration is identified by ``ThroughputConfig.key``:
 model, mode, per-device batch size (as requested), precision, compile, devices per node, nodes, sequence length,
-image size, data, memory layout and device type.
+image size, data, memory layout, device type and --threads (None = the default split of the cores); warm-up,
+steps and repeats are not part of it.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class ThroughputConfig(BaseModel):
 
     def key(self) -> tuple:
         return (self.model, self.mode, self.batch_size, self.amp, self.compile, self.devices, self.nodes,
-                self.seq_len, self.image_size, self.data, self.channels_last, self.device)
+                self.seq_len, self.image_size, self.data, self.channels_last, self.device, self.threads)
 
     def baseline_key(self) -> tuple:
         """The key of the same configuration on one device of one node (the speedup's denominator)."""
@@ -77,6 +78,8 @@ class ThroughputConfig(BaseModel):
             parts.append(f"data={self.data}")
         if self.channels_last:
             parts.append("channels_last")
+        if self.threads is not None:
+            parts.append(f"threads={self.threads}")
         if self.device != "cpu":
             parts.append(self.device)
         return " ".join(parts)
@@ -138,6 +141,7 @@ class ThroughputResult(BaseModel):
     backend: str | None = None  # gloo / nccl with several processes
     threads_per_process: int | None = None
     device_name: str | None = None
+    optimizer: str | None = None  # train mode: e.g. "SGD(lr=0.001, momentum=0.9, weight_decay=5e-05, fused)"
     input_shape: list[int] = Field(default_factory=list)  # one sample's input shape
     attempts: list[Attempt] = Field(default_factory=list)  # --find-max-batch tries, largest first
     init_s: float | None = None  # worker: build, FLOP count, compile and warm-up
@@ -270,6 +274,8 @@ def to_csv(rows: list[ThroughputResult]) -> str:
 def _num(x: float | None, digits: int = 1) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
+    if abs(x) < 10:  # slow configurations (e.g. BERT on a CPU): keep three significant digits
+        digits = max(digits, 3 - len(str(int(abs(x)))) if abs(x) >= 1 else 3)
     return f"{x:,.{digits}f}"
 
 
@@ -286,7 +292,7 @@ def _md_cell(text: str) -> str:
 def _sort_key(r: ThroughputResult):
     c = r.config
     return (c.model, c.mode, c.device, c.seq_len or 0, c.image_size or 0, c.data or "", c.channels_last,
-            ["off", "bf16", "fp16"].index(c.amp), c.compile, c.batch_size, c.nodes, c.devices)
+            c.threads or 0, ["off", "bf16", "fp16"].index(c.amp), c.compile, c.batch_size, c.nodes, c.devices)
 
 
 def to_markdown(rows: list[ThroughputResult]) -> str:
@@ -310,10 +316,12 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
     groups: dict[tuple, list[ThroughputResult]] = {}
     for r in rows:
         c = r.config
-        groups.setdefault((c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last), []).append(r)
-    for (model, mode, device, seq_len, image_size, data, channels_last), group in groups.items():
+        groups.setdefault((c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads),
+                          []).append(r)
+    for (model, mode, device, seq_len, image_size, data, channels_last, threads), group in groups.items():
         extras = [f"seq {seq_len}" if seq_len else "", f"{image_size}px" if image_size else "",
-                  f"data {data}" if data else "synthetic data", "channels_last" if channels_last else "", device]
+                  f"data {data}" if data else "synthetic data", "channels_last" if channels_last else "",
+                  f"{threads} thread{'s' if threads > 1 else ''}/process" if threads else "", device]
         out += [f"## {model} {mode} ({', '.join(e for e in extras if e)})", ""]
         counts = sorted({(r.config.nodes, r.config.devices) for r in group})
         header = ["precision", "compile", "batch/device"] + [

@@ -74,3 +74,5 @@ TASKS.add("cifar10", Task(
     load=_load_cifar10, files="cifar-10-python.tar.gz or the extracted cifar-10-batches-py/",
     dawnbench_name="CIFAR10",
 ))
+
+from daybreak.tasks import extra  # noqa: E402,F401  (registers imagenet and squad)

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recipe", help="recipe name (default: the task's reference recipe; see `daybreak recipes`)")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE", default=[],
                    help="override a recipe hyperparameter, e.g. --set epochs=20 (repeatable)")
+    p.add_argument("--init-from", type=Path, metavar="DIR",
+                   help="start from a local Hugging Face model folder (sets the recipe's init_from; squad_bert_base)")
     p.add_argument("--seed", type=int, default=0, help="seeds every RNG; the same seed gives the same data order")
     p.add_argument("--target", type=float, help="target accuracy as a fraction or percent (default: the task's); "
                                                 "a non-default target makes the run unofficial")
@@ -84,6 +86,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     task = get_task(args.task)
     recipe = get_recipe(args.recipe or default_recipe_for(task.name))
     overrides = parse_overrides(args.overrides, recipe.defaults)
+    if args.init_from is not None:
+        if "init_from" not in recipe.defaults:
+            raise ConfigError(f"--init-from: recipe {recipe.name} has no init_from hyperparameter")
+        overrides["init_from"] = str(args.init_from.expanduser().resolve())
     spec = LaunchSpec(args.nproc_per_node, args.nnodes, args.node_rank, args.rdzv_endpoint).validate()
     if spec.multi_process and not in_torchrun():
         return _launch(args, spec, task.name, recipe.name)
@@ -170,11 +176,16 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from daybreak.recipes import recipe_names, get_recipe
     from daybreak.tasks import TASKS
 
-    print(f"{'task':<10} {'target':>14}  {'recipes':<12} eval split / files")
+    rows = []
     for name in TASKS:
         t = TASKS.get(name)
         recipes = ",".join(r for r in recipe_names() if get_recipe(r).task == name) or "-"
-        print(f"{name:<10} {t.target * 100:>8.2f}% {t.metric:<5} {recipes:<12} {t.eval_split}; files: {t.files}")
+        target = f"F1 {t.target:g}" if t.metric == "f1" else f"{t.target * 100:.2f}% {t.metric}"
+        rows.append((name, target, recipes, f"{t.eval_split}; files: {t.files}"))
+    widths = [max(len(r[i]) for r in rows + [("task", "target", "recipes", "")]) for i in range(3)]
+    print(f"{'task':<{widths[0]}}  {'target':<{widths[1]}}  {'recipes':<{widths[2]}}  eval split / files")
+    for name, target, recipes, rest in rows:
+        print(f"{name:<{widths[0]}}  {target:<{widths[1]}}  {recipes:<{widths[2]}}  {rest}")
     return 0
 
 

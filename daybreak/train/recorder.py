@@ -40,13 +40,14 @@ class RunRecorder:
     """Keeps the RunResult up to date on every rank; only the one with ``write=True`` (rank 0) writes files."""
 
     def __init__(self, run_dir: Path, result: RunResult, *, author: str = "", author_email: str = "",
-                 write: bool = True):
+                 write: bool = True, benchmark: str | None = None):
         self.run_dir = Path(run_dir)
         self.write = write
         self.result = result
         self._submission = dict(author=author, author_email=author_email)
         self._open_epoch: int | None = None
         self._finished = False
+        self._benchmark = benchmark or result.task
         if write:
             self._create_run_dir()
         self.mllog: RunMllog | _NoMllog = RunMllog(self.run_dir / MLLOG_FILE) if write else _NoMllog()
@@ -80,7 +81,7 @@ class RunRecorder:
     def _write_header(self) -> None:
         r = self.result
         log = self.mllog
-        log.event(C.SUBMISSION_BENCHMARK, r.task)
+        log.event(C.SUBMISSION_BENCHMARK, self._benchmark)
         log.event(C.SUBMISSION_ORG, self._submission["author"] or "daybreak")
         log.event(C.SUBMISSION_DIVISION, C.CLOSED if r.official else C.OPEN)
         log.event(C.SUBMISSION_STATUS, C.ONPREM)

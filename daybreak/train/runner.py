@@ -192,7 +192,8 @@ def _run(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, Any], targ
         started_at=started_at,
         command=config.command,
     )
-    recorder = RunRecorder(out, result, author=config.author, author_email=config.author_email, write=ctx.is_main)
+    recorder = RunRecorder(out, result, author=config.author, author_email=config.author_email, write=ctx.is_main,
+                           benchmark=recipe.mllog_benchmark)
     try:
         _run_recorded(config, task, recipe, hp, device, amp, ctx, recorder, wall_start_ns)
     except KeyboardInterrupt:
@@ -218,6 +219,9 @@ def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, A
     recorder.result.data_source = data.source
     recorder.result.data_notes = list(data.notes)
     setup = recipe.build(hp, data, device)
+    if recipe.mllog_events is not None:
+        for key, value in recipe.mllog_events(hp, data, hp["batch_size"] * ctx.world_size).items():
+            recorder.mllog.event(key, value)
     train_model: torch.nn.Module = setup.model
     if ctx.enabled:  # gradients all-reduced across ranks; rank 0's initial weights broadcast to all
         train_model = torch.nn.parallel.DistributedDataParallel(

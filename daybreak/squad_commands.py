@@ -1,0 +1,33 @@
+"""CLI: `daybreak evaluate-squad DATASET.json PREDICTIONS.json`: SQuAD v1.1 exact match and F1."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate-squad",
+        help="score SQuAD v1.1 predictions: exact match and F1, as the official v1.1 evaluation does",
+        description="Score a predictions file ({\"question id\": \"answer text\", ...}) against a SQuAD v1.1 dataset "
+                    "file, with the official v1.1 rules: answers are lower-cased, stripped of punctuation and of the "
+                    "articles a/an/the, whitespace-folded; exact match and token F1 take the best ground truth; a "
+                    "question without a prediction scores 0 (a line on stderr says so). Prints "
+                    "{\"exact_match\": .., \"f1\": ..} in percent on its last line.",
+    )
+    p.add_argument("dataset", type=Path, metavar="DATASET.json", help="e.g. dev-v1.1.json")
+    p.add_argument("predictions", type=Path, metavar="PREDICTIONS.json", help="question id -> answer text")
+    p.add_argument("--quiet", "-q", action="store_true", help="no per-question messages on stderr")
+    p.set_defaults(func=cmd_evaluate_squad)
+
+
+def cmd_evaluate_squad(args: argparse.Namespace) -> int:
+    from daybreak.squad_eval import evaluate_files
+
+    result = evaluate_files(args.dataset, args.predictions, stderr=io.StringIO() if args.quiet else sys.stderr)
+    print(json.dumps(result))
+    return 0

@@ -1,0 +1,174 @@
+"""CLI: `daybreak throughput` (DLPerf-style sweeps) and `daybreak peak` (the device's roofline ceilings)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from daybreak.errors import ConfigError
+
+EXIT_OK = 0
+EXIT_SOME_FAILED = 1  # a configuration failed or timed out (out-of-memory results are not failures)
+
+_TRUE = ("on", "1", "true", "yes")
+_FALSE = ("off", "0", "false", "no")
+
+
+def _int_list(flag: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected comma-separated integers, e.g. 32,64") from None
+    if not values:
+        raise ConfigError(f"{flag}: give at least one value")
+    return values
+
+
+def _amp_list(text: str) -> list[str]:
+    values = [v.strip().lower() for v in text.split(",") if v.strip()]
+    aliases = {"fp32": "off", "none": "off", "no": "off", "false": "off"}
+    values = [aliases.get(v, v) for v in values]
+    bad = [v for v in values if v not in ("off", "bf16", "fp16")]
+    if bad or not values:
+        raise ConfigError(f"--amp {text!r}: choose from off, bf16, fp16 (comma-separated)")
+    return values
+
+
+def _bool_list(text: str) -> list[bool]:
+    out = []
+    for v in (v.strip().lower() for v in text.split(",") if v.strip()):
+        if v in _TRUE:
+            out.append(True)
+        elif v in _FALSE:
+            out.append(False)
+        else:
+            raise ConfigError(f"--compile {text!r}: choose from off, on (comma-separated)")
+    if not out:
+        raise ConfigError("--compile: give off, on or off,on")
+    return out
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "throughput",
+        help="DLPerf-style throughput sweep: samples/s over batch size, precision, compile and devices",
+        description="Measure training or inference throughput (samples/s) of a model for every combination of "
+                    "per-device batch size, precision, torch.compile and device count, each in a fresh process "
+                    "(torchrun + DDP for several devices). Skips --warmup steps, times --steps steps --repeats "
+                    "times with the device synchronized and reports the median; also FLOPs per step, achieved "
+                    "FLOP/s, utilization of the measured peak (`daybreak peak`), peak memory and the speedup over "
+                    "one device. Results go to DIR/results.jsonl (appended per configuration; re-running skips "
+                    "what is there), results.csv, results.md and plots.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="resnet50, bert_base or a task model (digits_cnn, mnist_cnn, "
+                                                  "airbench_net)")
+    p.add_argument("--mode", choices=["train", "infer"], default="train",
+                   help="train: forward+backward+optimizer step; infer: forward only")
+    p.add_argument("--batch-sizes", default="32", help="per-device batch sizes, comma-separated")
+    p.add_argument("--amp", default="off", help="precisions, comma-separated: off (fp32), bf16, fp16")
+    p.add_argument("--compile", default="off", help="torch.compile: off, on or off,on")
+    p.add_argument("--devices", default="1", help="devices (processes) per node, comma-separated; on CPU several "
+                                                  "processes share the cores (gloo)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes; run the same command on each, with its --node-rank")
+    p.add_argument("--node-rank", type=int, default=0, help="this node's rank (node 0 records the results)")
+    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="with --nodes > 1: node 0's address and a free port")
+    p.add_argument("--seq-len", type=int, help="token models: sequence length (default 128)")
+    p.add_argument("--image-size", type=int, help="image models: input height = width (default: the model's, "
+                                                  "224 for resnet50)")
+    p.add_argument("--data", metavar="TASK", help="feed this task's real training data (prepared by its recipe, "
+                                                  "kept on the device) instead of synthetic inputs")
+    p.add_argument("--channels-last", action="store_true", help="NHWC model and inputs")
+    p.add_argument("--device", default="auto", help="auto|cpu|cuda|mps (auto: CUDA > MPS > CPU)")
+    p.add_argument("--warmup", type=int, default=20, help="untimed steps first (compilation happens here)")
+    p.add_argument("--steps", type=int, default=100, help="steps per timed repeat")
+    p.add_argument("--repeats", type=int, default=7, help="timed repeats; the median is reported")
+    p.add_argument("--threads", type=int, help="torch threads per process (default: cores / processes on CPU)")
+    p.add_argument("--find-max-batch", action="store_true",
+                   help="after an out-of-memory error halve the batch size until it fits; record the largest")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per configuration before it is killed")
+    p.add_argument("--out", type=Path, help="results folder (default: throughput/MODEL-MODE)")
+    p.add_argument("--force", action="store_true", help="re-measure configurations already in the folder")
+    p.add_argument("--retry-failed", action="store_true", help="re-measure configurations recorded as failed or "
+                                                               "timed out")
+    p.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress, no per-configuration lines")
+    p.set_defaults(func=cmd_throughput)
+
+    p = sub.add_parser(
+        "peak",
+        help="measure the device's peak matmul FLOP/s per precision and its memory copy bandwidth (cached)",
+        description="The two roofline ceilings: large square matmuls in fp32, bf16 and fp16 (median of repeats) "
+                    "and the bandwidth of a large tensor copy (bytes read + written / time). Cached per machine "
+                    "in the user cache dir; `daybreak throughput` uses the cache for utilization.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps")
+    p.add_argument("--force", action="store_true", help="re-measure even if cached")
+    p.add_argument("--size", type=int, help="matmul n (default 2048 on CPU, 8192 on GPU); implies --force")
+    p.add_argument("--repeats", type=int, default=5, help="repeats per measurement; implies --force if changed")
+    p.add_argument("--threads", type=int, help="torch threads on CPU (part of the cache key)")
+    p.add_argument("--json", action="store_true", help="print the PeakResult JSON")
+    p.set_defaults(func=cmd_peak)
+
+
+def cmd_throughput(args: argparse.Namespace) -> int:
+    from daybreak.records.throughput import CSV_FILE, MARKDOWN_FILE, RESULTS_FILE
+    from daybreak.sweep.sweep import SPEEDUP_PLOT, THROUGHPUT_PLOT, SweepOptions, run_sweep
+
+    options = SweepOptions(
+        model=args.model, mode=args.mode, out=args.out or Path("throughput") / f"{args.model}-{args.mode}",
+        batch_sizes=_int_list("--batch-sizes", args.batch_sizes), amps=_amp_list(args.amp),
+        compiles=_bool_list(args.compile), devices=_int_list("--devices", args.devices), nodes=args.nodes,
+        node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
+        seq_len=args.seq_len, image_size=args.image_size, data=args.data, channels_last=args.channels_last,
+        device=args.device, warmup=args.warmup, steps=args.steps, repeats=args.repeats, threads=args.threads,
+        find_max_batch=args.find_max_batch, force=args.force, retry_failed=args.retry_failed,
+        timeout_s=args.timeout, plots=not args.no_plots, quiet=args.quiet,
+    )
+    outcome = run_sweep(options)
+    if args.node_rank != 0:
+        return EXIT_OK
+    if not args.quiet:
+        files = [RESULTS_FILE, CSV_FILE, MARKDOWN_FILE] + [
+            f for f in (THROUGHPUT_PLOT, SPEEDUP_PLOT) if (outcome.out / f).exists()]
+        print(f"{outcome.measured} measured, {outcome.skipped} already there, {outcome.failed} not ok; "
+              f"results in {outcome.out}/: {', '.join(files)}")
+        for row in outcome.rows:
+            if row.status == "ok":
+                extra = f"  {row.speedup:.2f}x" if row.speedup is not None and row.world_size > 1 else ""
+                print(f"  {row.config.label():<60} {row.samples_per_s:>12,.1f} samples/s{extra}")
+            else:
+                print(f"  {row.config.label():<60} {row.status.upper()}: {row.error}")
+    bad = [r for r in outcome.rows if r.status in ("failed", "timeout")]
+    return EXIT_SOME_FAILED if bad else EXIT_OK
+
+
+def cmd_peak(args: argparse.Namespace) -> int:
+    import torch
+
+    from daybreak.measure.device import select_device, set_threads
+    from daybreak.measure.peak import get_peak
+    from daybreak.records.throughput import format_peak
+
+    device = select_device(args.device)
+    set_threads(args.threads)
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats {args.repeats}: must be >= 1")
+    if args.size is not None and args.size < 16:
+        raise ConfigError(f"--size {args.size}: must be >= 16")
+    force = args.force or args.size is not None or args.repeats != 5
+    kwargs = dict(repeats=args.repeats)
+    if args.size is not None:
+        kwargs["size"] = args.size
+
+    def log(message: str) -> None:
+        if not args.json:
+            print(message, file=sys.stderr, flush=True)
+
+    result = get_peak(device, force=force, log=log, **kwargs)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    print(result.model_dump_json(indent=2) if args.json else format_peak(result))
+    return EXIT_OK

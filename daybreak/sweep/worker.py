@@ -1,0 +1,449 @@
+"""One throughput measurement in a fresh process: ``python -m daybreak.sweep.worker --spec S.json --result R.json``.
+
+Run directly for one device, under torchrun for several (DDP: gloo on CPU, NCCL on GPUs; local rank 0 reports).
+What it does, in order:
+
+1. build the model and one batch per device (synthetic inputs of the model's shape, or a task's real data
+   prepared by the task's recipe and kept on the device), the loss and the optimizer (SGD with momentum for the
+   CNNs, AdamW for BERT); wrap in DDP, then ``torch.compile`` if asked;
+2. count the FLOPs of one step (forward + backward for train, forward for infer) with FlopCounterMode on the
+   unwrapped model, once, before anything is timed;
+3. run ``warmup`` steps (compilation happens here), then ``repeats`` windows of ``steps`` steps, each timed
+   with ``perf_counter_ns`` after synchronizing the device (and, with DDP, a barrier) at both ends;
+4. write a WorkerReport as JSON: the first process of each node (local rank 0) writes R.json, so the node that
+   records results has one whichever global rank torchrun's rendezvous gave it; the ranks' timed windows are
+   aligned by the barriers, so every node's report carries the same times. Another rank writes
+   ``R.json.rankN`` only if it fails.
+
+A training step is the whole of forward, loss, backward (with the DDP all-reduce) and optimizer step; an
+inference step is a forward pass under ``torch.inference_mode``. Inputs are already on the device.
+
+Testing hooks (environment): ``DAYBREAK_SWEEP_OOM_ABOVE=N`` raises an out-of-memory error when the per-device
+batch exceeds N; ``DAYBREAK_SWEEP_FAIL_BATCH=N`` raises a RuntimeError when it equals N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, Field
+from torch import nn
+
+from daybreak.errors import ConfigError
+from daybreak.fileio import atomic_write_text
+from daybreak.measure.device import autocast, synchronize
+from daybreak.records.throughput import ThroughputConfig
+
+# Synthetic input of each image model: (channels, height = width). Task models follow their task's images.
+IMAGE_MODELS: dict[str, tuple[int, int]] = {
+    "resnet50": (3, 224),
+    "digits_cnn": (1, 8),
+    "mnist_cnn": (1, 28),
+    "airbench_net": (3, 32),
+}
+TASK_IMAGES: dict[str, tuple[int, int]] = {"digits": (1, 8), "mnist": (1, 28), "cifar10": (3, 32)}
+TOKEN_MODELS = {"bert_base"}
+DEFAULT_SEQ_LEN = 128
+MLM_PROBABILITY = 0.15  # BERT pre-training: 15% of the tokens are predicted
+IGNORE_INDEX = -100
+
+
+class WorkerSpec(BaseModel):
+    config: ThroughputConfig
+    batch_size: int  # per device, this attempt (--find-max-batch may have halved config.batch_size)
+    threads: int
+
+
+class WorkerReport(BaseModel):
+    status: str  # ok / oom / failed
+    error: str | None = None
+    traceback: str | None = None
+    rank: int = 0
+    world_size: int = 1
+    batch_size: int
+    global_batch_size: int
+    times_s: list[float] = Field(default_factory=list)
+    flops_per_step_per_device: int | None = None
+    input_shape: list[int] = Field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    peak_host_rss_bytes: int | None = None
+    backend: str | None = None
+    threads: int | None = None
+    device_name: str | None = None
+    optimizer: str | None = None
+    init_s: float | None = None
+    system: dict[str, Any] | None = None
+    finished_at: float = Field(default_factory=time.time)
+
+
+# --- what to run --------------------------------------------------------------------------------------------
+
+def model_kind(name: str) -> str:
+    """'image' or 'tokens' (or a ConfigError naming the models that have an input spec)."""
+    if name in TOKEN_MODELS:
+        return "tokens"
+    if name in IMAGE_MODELS:
+        return "image"
+    from daybreak.recipes import get_recipe, recipe_names
+
+    for recipe in recipe_names():
+        if get_recipe(recipe).model == name and get_recipe(recipe).task in TASK_IMAGES:
+            return "image"
+    known = sorted(set(IMAGE_MODELS) | TOKEN_MODELS)
+    raise ConfigError(f"model {name!r} has no throughput input spec; supported: {', '.join(known)}")
+
+
+def synthetic_image_shape(config: ThroughputConfig) -> tuple[int, int, int]:
+    if config.model in IMAGE_MODELS:
+        channels, size = IMAGE_MODELS[config.model]
+    else:
+        from daybreak.recipes import get_recipe, recipe_names
+
+        task = next(get_recipe(r).task for r in recipe_names() if get_recipe(r).model == config.model)
+        channels, size = TASK_IMAGES[task]
+    size = config.image_size or size
+    return channels, size, size
+
+
+def make_optimizer(cls: type[torch.optim.Optimizer], model: nn.Module, **kwargs) -> torch.optim.Optimizer:
+    """The fused implementation where this torch/device has one (one kernel per step instead of a pass per
+    elementwise op: 10x faster AdamW on CPU), else the default (foreach) one."""
+    try:
+        return cls(model.parameters(), fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return cls(model.parameters(), **kwargs)
+
+
+def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
+    group = optimizer.param_groups[0]
+    keys = [k for k in ("lr", "momentum", "weight_decay") if k in group]
+    args = ", ".join(f"{k}={group[k]:g}" for k in keys)
+    impl = "fused" if group.get("fused") else ("foreach" if group.get("foreach") in (True, None) else "for-loop")
+    return f"{type(optimizer).__name__}({args}, {impl})"
+
+
+@dataclass
+class Workload:
+    model: nn.Module
+    next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]]
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    input_shape: list[int]
+    make_optimizer: Callable[[nn.Module], torch.optim.Optimizer]
+
+
+def _cycle(x: torch.Tensor, y: torch.Tensor, batch: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """Consecutive slices of (x, y), wrapping around: views, no copies."""
+    n = len(x)
+    if n < batch:
+        reps = -(-batch // n) + 1
+        x, y, n = x.repeat(reps, *([1] * (x.dim() - 1))), y.repeat(reps), n * reps
+    state = {"i": 0}
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        i = state["i"]
+        if i + batch > n:
+            i = 0
+        state["i"] = i + batch
+        return x[i:i + batch], y[i:i + batch]
+
+    return next_batch
+
+
+def build_workload(config: ThroughputConfig, batch: int, device: torch.device, rank: int, world: int) -> Workload:
+    from daybreak.models import create_model
+
+    kind = model_kind(config.model)
+    generator = torch.Generator().manual_seed(1234 + rank)
+    memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+    if kind == "tokens":
+        if config.data:
+            raise ConfigError(f"--data {config.data}: real data is for image models; {config.model} "
+                              "runs on synthetic token sequences")
+        seq_len = config.seq_len or DEFAULT_SEQ_LEN
+        model = create_model(config.model).to(device)
+        vocab = model.config.vocab_size
+        if seq_len > model.config.max_position_embeddings:
+            raise ConfigError(f"--seq-len {seq_len}: {config.model} has "
+                              f"{model.config.max_position_embeddings} positions")
+        ids = torch.randint(1, vocab, (batch, seq_len), generator=generator)
+        labels = torch.full((batch, seq_len), IGNORE_INDEX, dtype=torch.long)
+        masked = torch.rand(batch, seq_len, generator=generator) < MLM_PROBABILITY
+        labels[masked] = ids[masked]
+        x, y = ids.to(device), labels.to(device)
+
+        def mlm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                   ignore_index=IGNORE_INDEX)
+
+        return Workload(model=model, next_batch=lambda: (x, y), loss_fn=mlm_loss, input_shape=[seq_len],
+                        make_optimizer=lambda m: make_optimizer(torch.optim.AdamW, m, lr=1e-5, weight_decay=0.01))
+
+    def sgd(m: nn.Module) -> torch.optim.Optimizer:
+        return make_optimizer(torch.optim.SGD, m, lr=1e-3, momentum=0.9, weight_decay=5e-5)
+
+    if config.data:
+        from daybreak.recipes import default_recipe_for, get_recipe
+        from daybreak.tasks import get_task
+
+        task = get_task(config.data)
+        data = task.load(None, False, False)
+        recipe = get_recipe(default_recipe_for(task.name))
+        setup = recipe.build(recipe.hyperparameters(), data, device)  # for its prepare (normalize, layout)
+        perm = torch.randperm(len(data.train_x), generator=generator)[rank::world]  # this rank's shard
+        with torch.no_grad():
+            xs = setup.prepare(data.train_x[perm].to(device)).contiguous(memory_format=memory_format)
+        ys = data.train_y[perm].to(device)
+        extra = {"in_channels": xs.shape[1]} if config.model == "resnet50" else {}
+        model = create_model(config.model, num_classes=data.num_classes, **extra)
+        model = model.to(device, memory_format=memory_format)
+        return Workload(model=model, next_batch=_cycle(xs, ys, batch), loss_fn=F.cross_entropy,
+                        input_shape=list(xs.shape[1:]), make_optimizer=sgd)
+
+    shape = synthetic_image_shape(config)
+    model = create_model(config.model) if config.model == "resnet50" else create_model(config.model, num_classes=10)
+    model = model.to(device, memory_format=memory_format)
+    num_classes = next(m for m in reversed(list(model.modules())) if isinstance(m, nn.Linear)).out_features
+    x = torch.randn(batch, *shape, generator=generator).to(device).contiguous(memory_format=memory_format)
+    y = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
+    return Workload(model=model, next_batch=lambda: (x, y), loss_fn=F.cross_entropy, input_shape=list(shape),
+                    make_optimizer=sgd)
+
+
+# --- helpers ------------------------------------------------------------------------------------------------
+
+def is_oom(error: BaseException) -> bool:
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(error).lower()
+    return any(s in text for s in ("out of memory", "can't allocate memory", "not enough memory",
+                                   "failed to allocate"))
+
+
+def one_line(error: BaseException, limit: int = 400) -> str:
+    text = " ".join(str(error).split()) or "(no message)"
+    text = f"{type(error).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def host_rss_peak_bytes() -> int | None:
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB on Linux
+    except (ImportError, OSError):
+        try:
+            import psutil
+
+            info = psutil.Process().memory_info()
+            return int(getattr(info, "peak_wset", info.rss))
+        except Exception:  # noqa: BLE001 - memory is informative only
+            return None
+
+
+def _inject_failures(batch: int) -> None:
+    limit = os.environ.get("DAYBREAK_SWEEP_OOM_ABOVE")
+    if limit and batch > int(limit):
+        raise torch.OutOfMemoryError(f"simulated out of memory: batch {batch} > DAYBREAK_SWEEP_OOM_ABOVE={limit}")
+    fail = os.environ.get("DAYBREAK_SWEEP_FAIL_BATCH")
+    if fail and batch == int(fail):
+        raise RuntimeError(f"injected failure for batch {batch} (DAYBREAK_SWEEP_FAIL_BATCH)")
+
+
+class Progress:
+    """Rank 0 writes {"phase", "done", "total"} to a small file the parent polls; never inside a timed window."""
+
+    def __init__(self, path: Path | None, total: int):
+        self.path, self.total, self.done = path, total, 0
+
+    def update(self, phase: str, done: int | None = None) -> None:
+        if self.path is None:
+            return
+        if done is not None:
+            self.done = done
+        try:
+            self.path.write_text(json.dumps(dict(phase=phase, done=self.done, total=self.total)))
+        except OSError:
+            pass
+
+
+# --- the measurement ----------------------------------------------------------------------------------------
+
+def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport:
+    """Everything after process start: returns the report of this rank (raises on failure)."""
+    import torch.distributed as dist
+
+    from daybreak.measure.flops import step_flops
+
+    t_start = time.perf_counter()
+    config, batch = spec.config, spec.batch_size
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.set_num_threads(spec.threads)
+
+    if config.device == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("CUDA is not available in the worker")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+    elif config.device == "mps":
+        device = torch.device("mps")
+    else:
+        device = torch.device("cpu")
+
+    backend = None
+    if world > 1:
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        kwargs: dict[str, Any] = {}
+        if device.type == "cuda" and "device_id" in inspect.signature(dist.init_process_group).parameters:
+            kwargs["device_id"] = device  # torch >= 2.3: binds NCCL to this rank's GPU up front
+        dist.init_process_group(backend=backend, **kwargs)
+
+    def barrier() -> None:
+        if world > 1:
+            if backend == "nccl":
+                dist.barrier(device_ids=[local_rank])
+            else:
+                dist.barrier()
+
+    progress = Progress(progress_path if local_rank == 0 else None, config.warmup + config.steps * config.repeats)
+    progress.update("build")
+    torch.manual_seed(rank)
+    train = config.mode == "train"
+    _inject_failures(batch)
+    work = build_workload(config, batch, device, rank, world)
+    model = work.model
+    model.train(train)
+
+    # FLOPs of one step on this device, on the plain model, under the same autocast (so memory matches).
+    progress.update("count FLOPs")
+    x0, y0 = work.next_batch()
+    with autocast(device, config.amp):
+        flops = step_flops(model, x0, y0, work.loss_fn, train)
+
+    runnable: nn.Module = model
+    if world > 1 and train:
+        from torch.nn.parallel import DistributedDataParallel
+
+        runnable = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    if config.compile:
+        runnable = torch.compile(runnable)
+
+    optimizer_name = None
+    if train:
+        optimizer = work.make_optimizer(model)
+        optimizer_name = describe_optimizer(optimizer)
+        scaler = torch.amp.GradScaler(device.type) if config.amp == "fp16" else None
+
+        def step() -> None:
+            x, y = work.next_batch()
+            with autocast(device, config.amp):
+                loss = work.loss_fn(runnable(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+    else:
+        def step() -> None:
+            x, _ = work.next_batch()
+            with torch.inference_mode(), autocast(device, config.amp):
+                runnable(x)
+
+    progress.update("warm-up" + (" (compiling)" if config.compile else ""))
+    for i in range(config.warmup):
+        step()
+        progress.update("warm-up", i + 1)
+    synchronize(device)
+    barrier()
+    init_s = time.perf_counter() - t_start
+
+    times: list[float] = []
+    for r in range(config.repeats):
+        progress.update(f"repeat {r + 1}/{config.repeats}")
+        synchronize(device)
+        barrier()
+        t0 = time.perf_counter_ns()
+        for _ in range(config.steps):
+            step()
+        synchronize(device)
+        barrier()
+        times.append((time.perf_counter_ns() - t0) / 1e9)
+        progress.update(f"repeat {r + 1}/{config.repeats}", config.warmup + (r + 1) * config.steps)
+
+    peak_mem = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    rss = host_rss_peak_bytes()
+    if world > 1:  # the largest over ranks
+        stats = torch.tensor([peak_mem or 0, rss or 0], dtype=torch.float64,
+                             device=device if backend == "nccl" else "cpu")
+        dist.all_reduce(stats, op=dist.ReduceOp.MAX)
+        peak_mem = int(stats[0].item()) if peak_mem is not None else None
+        rss = int(stats[1].item()) if rss is not None else None
+
+    system = None
+    device_name = None
+    if local_rank == 0:
+        from daybreak.measure.system import system_info
+
+        system = system_info().model_dump(mode="json")
+        device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else system["cpu_model"]
+    report = WorkerReport(
+        status="ok", rank=rank, world_size=world, batch_size=batch, global_batch_size=batch * world,
+        times_s=times, flops_per_step_per_device=flops, input_shape=work.input_shape, peak_memory_bytes=peak_mem,
+        peak_host_rss_bytes=rss, backend=backend, threads=torch.get_num_threads(), device_name=device_name,
+        optimizer=optimizer_name, init_s=init_s, system=system,
+    )
+    if world > 1:
+        barrier()
+        dist.destroy_process_group()
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m daybreak.sweep.worker")
+    parser.add_argument("--spec", type=Path, required=True, help="WorkerSpec JSON")
+    parser.add_argument("--result", type=Path, required=True, help="where local rank 0 writes the WorkerReport JSON")
+    parser.add_argument("--progress", type=Path, help="progress file the parent polls")
+    args = parser.parse_args(argv)
+    spec = WorkerSpec.model_validate_json(args.spec.read_text(encoding="utf-8"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        report = measure(spec, args.progress)
+    except BaseException as e:  # noqa: BLE001 - every failure is recorded, then the process exits non-zero
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        report = WorkerReport(
+            status="oom" if is_oom(e) else "failed", error=one_line(e),
+            traceback="".join(traceback.format_exception(e))[-8000:], rank=rank, world_size=world,
+            batch_size=spec.batch_size, global_batch_size=spec.batch_size * world,
+            peak_host_rss_bytes=host_rss_peak_bytes(),
+        )
+        target = args.result if local_rank == 0 else args.result.with_name(f"{args.result.name}.rank{rank}")
+        atomic_write_text(target, report.model_dump_json() + "\n")
+        print(f"daybreak worker rank {rank}: {report.error}", file=sys.stderr, flush=True)
+        return 1
+    if local_rank == 0:
+        atomic_write_text(args.result, report.model_dump_json() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
