@@ -7,7 +7,8 @@ same protocol: ``warmup`` untimed steps, then ``repeats`` windows of ``steps`` s
 median window -> samples/s. The daybreak side is a whole one-configuration sweep (`run_sweep`, which launches
 ``daybreak.sweep.worker``); the bare side is the loop in ``bare()`` below, started as
 ``python benchmarks/throughput_overhead.py --bare``. Rounds alternate which side goes first, so drift on a
-shared machine hits both alike; the ratio of the medians over rounds is printed.
+shared machine hits both alike; the ratio of the medians over rounds is printed, and the ratio of each side's
+fastest window (other tenants only ever slow a window down, so that is the least disturbed estimate).
 
     python benchmarks/throughput_overhead.py [--batch 4] [--image-size 64] [--rounds 4] [--threads 1]
 
@@ -27,8 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
-def bare(batch: int, image_size: int, warmup: int, steps: int, repeats: int, threads: int) -> float:
-    """The plainest training loop with the same work; returns samples/s (median window)."""
+def bare(batch: int, image_size: int, warmup: int, steps: int, repeats: int, threads: int) -> tuple[float, float]:
+    """The plainest training loop with the same work; returns samples/s of the median and of the fastest window."""
     import torch
     import torch.nn.functional as F
 
@@ -56,20 +57,21 @@ def bare(batch: int, image_size: int, warmup: int, steps: int, repeats: int, thr
         for _ in range(steps):
             step()
         times.append((time.perf_counter_ns() - t0) / 1e9)
-    return batch * steps / statistics.median(times)
+    return batch * steps / statistics.median(times), batch * steps / min(times)
 
 
-def run_bare(args: argparse.Namespace, threads: int) -> float:
+def run_bare(args: argparse.Namespace, threads: int) -> tuple[float, float]:
     from daybreak.sweep.launch import worker_env
 
     cmd = [sys.executable, str(Path(__file__).resolve()), "--bare", "--batch", str(args.batch),
            "--image-size", str(args.image_size), "--warmup", str(args.warmup), "--steps", str(args.steps),
            "--repeats", str(args.repeats), "--threads", str(threads)]
     out = subprocess.run(cmd, env=worker_env(threads), capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["samples_per_s"], result["samples_per_s_best"]
 
 
-def run_daybreak(args: argparse.Namespace, out: Path) -> float:
+def run_daybreak(args: argparse.Namespace, out: Path) -> tuple[float, float]:
     from daybreak.records.throughput import PeakResult
     from daybreak.sweep.sweep import SweepOptions, run_sweep
 
@@ -84,7 +86,7 @@ def run_daybreak(args: argparse.Namespace, out: Path) -> float:
     [row] = outcome.rows
     if row.status != "ok":
         raise SystemExit(f"daybreak sweep failed: {row.error}")
-    return row.samples_per_s
+    return row.samples_per_s, row.samples_per_s_max
 
 
 def main() -> int:
@@ -99,8 +101,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="threads per process, both sides (0: every core)")
     args = parser.parse_args()
     if args.bare:
-        sps = bare(args.batch, args.image_size, args.warmup, args.steps, args.repeats, args.threads)
-        print(json.dumps({"samples_per_s": sps}))
+        sps, best = bare(args.batch, args.image_size, args.warmup, args.steps, args.repeats, args.threads)
+        print(json.dumps({"samples_per_s": sps, "samples_per_s_best": best}))
         return 0
 
     from daybreak.sweep.launch import threads_per_process
@@ -109,20 +111,29 @@ def main() -> int:
     args.threads = threads
     print(f"resnet50 train, batch {args.batch}, {args.image_size}x{args.image_size}, {threads} threads; "
           f"{args.warmup} warm-up + {args.repeats} x {args.steps} timed steps per measurement; {args.rounds} rounds")
-    bare_sps, daybreak_sps = [], []
+    bare_sps, daybreak_sps, bare_best, daybreak_best = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="daybreak-overhead-") as tmp:
         for i in range(args.rounds):
             order = ("bare", "daybreak") if i % 2 == 0 else ("daybreak", "bare")
             for side in order:
                 if side == "bare":
-                    bare_sps.append(run_bare(args, threads))
+                    median, best = run_bare(args, threads)
+                    bare_sps.append(median)
+                    bare_best.append(best)
                 else:
-                    daybreak_sps.append(run_daybreak(args, Path(tmp)))
+                    median, best = run_daybreak(args, Path(tmp))
+                    daybreak_sps.append(median)
+                    daybreak_best.append(best)
             print(f"round {i + 1}: bare {bare_sps[-1]:.2f}  daybreak {daybreak_sps[-1]:.2f} samples/s  "
                   f"ratio {daybreak_sps[-1] / bare_sps[-1]:.3f}", flush=True)
     ratio = statistics.median(daybreak_sps) / statistics.median(bare_sps)
+    best_ratio = max(daybreak_best) / max(bare_best)
     print(f"median samples/s: bare {statistics.median(bare_sps):.2f}, daybreak {statistics.median(daybreak_sps):.2f}")
     print(f"ratio daybreak / bare = {ratio:.3f} (claim: >= 0.98)")
+    # Other tenants of a shared machine only ever slow a window down, so the fastest window of all rounds is the
+    # least disturbed estimate of each side's speed.
+    print(f"fastest window: bare {max(bare_best):.2f}, daybreak {max(daybreak_best):.2f} samples/s; "
+          f"ratio {best_ratio:.3f}")
     return 0
 
 

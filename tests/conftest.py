@@ -11,6 +11,7 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     """Tests never touch the user's cache or database, and never download."""
     root = tmp_path_factory.mktemp("daybreak-home")
     monkeypatch.setenv("DAYBREAK_DATA", str(root / "data"))
+    monkeypatch.setenv("DAYBREAK_CACHE", str(root / "cache"))
     monkeypatch.setenv("DAYBREAK_DB", f"sqlite:///{root / 'leaderboard.sqlite'}")
     yield
 
