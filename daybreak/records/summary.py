@@ -34,7 +34,7 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
         f"  target           {pct(r.target)} {r.metric}" + ("" if r.official else "   (unofficial: " + "; ".join(r.unofficial_reasons) + ")"),
         f"  time to target   {hms(r.time_to_target_s)}" + (f"  ({r.time_to_target_s:.3f} s)" if r.time_to_target_s is not None else ""),
         f"  epochs to target {r.epochs_to_target:g}" if r.epochs_to_target is not None else "  epochs to target -",
-        f"  cost to target   " + (f"${r.cost_usd:.4f} at ${r.cost_per_hour:.3f}/h" + (f" ({r.instance}, price of {r.price_date})" if r.instance else "")
+        "  cost to target   " + (f"${r.cost_usd:.4f} at ${r.cost_per_hour:.3f}/h" + (f" ({r.instance}, price of {r.price_date})" if r.instance else "")
                                   if r.cost_usd is not None else "- (pass --cost-per-hour or --instance)"),
         f"  accuracy         final {pct(r.final_accuracy)}, best {pct(r.best_accuracy)}",
         f"  clock            init {r.init_s or 0:.2f} s (excluded), eval {r.eval_s:.2f} s ({'included' if r.clock.eval_included else 'excluded'}), "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -36,22 +37,20 @@ def get_task(name: str) -> Task:
     return TASKS.get(name)
 
 
+def reader(module: str, function: str) -> Callable[[Path | None, bool, bool], TaskData]:
+    """A Task.load that imports its reader only when called: ``function(data_dir, allow_custom_data=, download=)``."""
+
+    def load(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
+        read = getattr(importlib.import_module(module), function)
+        return read(data_dir, allow_custom_data=allow_custom, download=download)
+
+    return load
+
+
 def _load_digits(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
     from daybreak.data.digits import load_digits_task
 
-    return load_digits_task()
-
-
-def _load_mnist(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
-    from daybreak.data.mnist import load_mnist
-
-    return load_mnist(data_dir, allow_custom_data=allow_custom, download=download)
-
-
-def _load_cifar10(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
-    from daybreak.data.cifar10 import load_cifar10
-
-    return load_cifar10(data_dir, allow_custom_data=allow_custom, download=download)
+    return load_digits_task()  # bundled with scikit-learn: nothing to find, check or download
 
 
 TASKS.add("digits", Task(
@@ -64,14 +63,15 @@ TASKS.add("mnist", Task(
     name="mnist",
     description="MNIST handwritten digits, the four IDX files",
     metric="top1", target=0.99, eval_split="t10k test files (10,000 images)", num_classes=10,
-    load=_load_mnist,
+    load=reader("daybreak.data.mnist", "load_mnist"),
     files="train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (.gz or not)",
 ))
 TASKS.add("cifar10", Task(
     name="cifar10",
     description="CIFAR-10, the python distribution",
     metric="top1", target=0.94, eval_split="test_batch (10,000 images)", num_classes=10,
-    load=_load_cifar10, files="cifar-10-python.tar.gz or the extracted cifar-10-batches-py/",
+    load=reader("daybreak.data.cifar10", "load_cifar10"),
+    files="cifar-10-python.tar.gz or the extracted cifar-10-batches-py/",
     dawnbench_name="CIFAR10",
 ))
 

@@ -21,7 +21,7 @@ import torch
 from daybreak.errors import ConfigError
 from daybreak.measure.device import autocast, resolve_amp, select_device, set_threads
 from daybreak.measure.system import system_info
-from daybreak.pricing import cost_usd, resolve_price
+from daybreak.pricing import resolve_price
 from daybreak.recipes import Recipe, TrainSetup, default_recipe_for, get_recipe
 from daybreak.records.run import ClockRules, EpochRecord, RunResult
 from daybreak.tasks import Task, get_task
