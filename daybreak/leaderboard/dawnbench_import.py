@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from daybreak.leaderboard.submission import (
-    FORMAT_DAWNBENCH, KIND_INFERENCE, KIND_TRAIN, MAX_FILE_BYTES, MAX_QUANTITY, MAX_TSV_ROWS, Submission,
+    FORMAT_DAWNBENCH, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_TSV_ROWS, Submission,
     SubmissionError,
-    accuracy_value, number_field, one_line, parse_timestamp, reaches, text_field,
+    accuracy_value, decode_text, number_field, one_line, parse_timestamp, reaches, text_field,
 )
 from daybreak.leaderboard.tasks import LeaderboardTask, get_task, task_from_label, task_names
 
@@ -66,12 +66,7 @@ def _canonical_column(name: str) -> str:
 
 def parse_tsv(data: bytes, what: str) -> TsvTable:
     """Read a DAWNBench TSV: a header naming the columns, then one numeric row per evaluation."""
-    if len(data) > MAX_FILE_BYTES:
-        raise SubmissionError(f"{what}: {len(data):,} bytes, more than the {MAX_FILE_BYTES:,} allowed")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise SubmissionError(f"{what}: not UTF-8 text (bad byte at offset {e.start})") from None
+    text = decode_text(data, what)
     header: list[str] | None = None
     rows: list[list[float]] = []
     lines: list[int] = []

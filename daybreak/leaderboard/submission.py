@@ -88,14 +88,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def load_json(data: bytes, what: str) -> Any:
-    """Parse JSON bytes with the leaderboard's limits: size, UTF-8, no NaN/Infinity, bounded nesting."""
+def decode_text(data: bytes, what: str) -> str:
+    """A submitted file's text: at most MAX_FILE_BYTES, UTF-8 (a BOM is dropped)."""
     if len(data) > MAX_FILE_BYTES:
         raise SubmissionError(f"{what}: {len(data):,} bytes, more than the {MAX_FILE_BYTES:,} allowed")
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise SubmissionError(f"{what}: not UTF-8 text (bad byte at offset {e.start})") from None
+
+
+def load_json(data: bytes, what: str) -> Any:
+    """Parse JSON bytes with the leaderboard's limits: size, UTF-8, no NaN/Infinity, bounded nesting."""
+    text = decode_text(data, what)
     if not text.strip():
         raise SubmissionError(f"{what}: empty file, expected a JSON object")
     try:
