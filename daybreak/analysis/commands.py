@@ -42,17 +42,18 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 def _repeat_options(args: argparse.Namespace, task: str, out: Path, runs: int, recipe: str | None):
     from daybreak.analysis.repeat import RepeatOptions
     from daybreak.recipes import default_recipe_for, get_recipe, parse_overrides
+    from daybreak.train.runner import RunConfig
 
     r = get_recipe(recipe or default_recipe_for(task))
-    return RepeatOptions(
-        task=task, recipe=r.name, out=out, runs=runs, seed_start=args.seed_start,
-        overrides=parse_overrides(args.overrides, r.defaults), target=args.target, data_dir=args.data_dir,
-        allow_custom_data=args.allow_custom_data, download=not args.no_download, device=args.device, amp=args.amp,
-        compile=args.compile, threads=args.threads, eval_every_epochs=args.eval_every_epochs,
-        eval_every_steps=args.eval_every_steps, count_eval=args.count_eval, full_schedule=args.full_schedule,
-        cost_per_hour=args.cost_per_hour, instance=args.instance, command=["daybreak", *args.argv],
-        log=_log,
+    template = RunConfig(
+        task=task, recipe=r.name, overrides=parse_overrides(args.overrides, r.defaults), target=args.target,
+        data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
+        device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
+        eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps, count_eval=args.count_eval,
+        full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour, instance=args.instance,
+        command=["daybreak", *args.argv],
     )
+    return RepeatOptions(run=template, out=out, runs=runs, seed_start=args.seed_start, log=_log)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -99,7 +99,7 @@ def lesion_variants(recipe: Any, switches: list[str],
 
 
 def run_lesion(recipe_name: str, switches_text: str | list[str] | None, base: RepeatOptions) -> LesionSummary:
-    """Run (or resume) every variant; write lesion.json; return it. ``base.task``/``recipe`` are overwritten."""
+    """Run (or resume) every variant; write lesion.json; return it. ``base.run.task``/``recipe`` are overwritten."""
     from daybreak.recipes import get_recipe
     from daybreak.tasks import get_task
     from daybreak.train.runner import normalize_target
@@ -107,17 +107,18 @@ def run_lesion(recipe_name: str, switches_text: str | list[str] | None, base: Re
     recipe = get_recipe(recipe_name)
     task = get_task(recipe.task)
     switches = parse_switches(switches_text, recipe)
-    recipe.hyperparameters(base.overrides)  # unknown --set keys fail before any work
-    target = task.target if base.target is None else normalize_target(base.target)
+    recipe.hyperparameters(base.run.overrides)  # unknown --set keys fail before any work
+    target = task.target if base.run.target is None else normalize_target(base.run.target)
     if base.runs < 1:
         raise ConfigError(f"--runs-per {base.runs}: must be >= 1")
     out = base.out
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a directory")
-    variants = lesion_variants(recipe, switches, base.overrides)
+    variants = lesion_variants(recipe, switches, base.run.overrides)
     summaries: list[tuple[str, list[str], RepeatSummary]] = []
     for name, off, overrides in variants:
-        options = replace(base, task=task.name, recipe=recipe.name, overrides=overrides, out=out / name, label=name)
+        options = replace(base, run=replace(base.run, task=task.name, recipe=recipe.name, overrides=overrides),
+                          out=out / name, label=name)
         summaries.append((name, off, run_repeat(options)))
 
     full = summaries[0][2]
@@ -129,7 +130,7 @@ def run_lesion(recipe_name: str, switches_text: str | list[str] | None, base: Re
         best = mean([r.best_accuracy for r in s.runs if r.best_accuracy is not None])
         notes = []
         for sw in off:
-            if base.overrides.get(sw) is False or recipe.defaults.get(sw) is False:
+            if base.run.overrides.get(sw) is False or recipe.defaults.get(sw) is False:
                 notes.append(f"{sw} is already off in the full recipe (--set or default): this variant is the same")
         row = LesionVariant(
             name=name, switched_off=off, hyperparameters=s.hyperparameters, directory=name, n_runs=s.n_runs,
@@ -146,8 +147,8 @@ def run_lesion(recipe_name: str, switches_text: str | list[str] | None, base: Re
     seeds = list(range(base.seed_start, base.seed_start + base.runs))
     inputs = [str(out / name / f"seed-{s}") for name, _, _ in variants for s in seeds]
     summary = LesionSummary(task=task.name, recipe=recipe.name, target=target, metric=task.metric, switches=switches,
-                            runs_per=base.runs, seeds=seeds, overrides=dict(base.overrides), variants=rows,
-                            provenance=provenance(inputs, base.command))
+                            runs_per=base.runs, seeds=seeds, overrides=dict(base.run.overrides), variants=rows,
+                            provenance=provenance(inputs, base.run.command))
     summary.save(out)
     write_lesion_views(summary, out)
     return summary

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +24,9 @@ from daybreak.analysis.stats import EpochStats, TimeStats, epoch_stats, time_sta
 from daybreak.errors import ConfigError, DaybreakError, RecordError
 from daybreak.fileio import atomic_write_text
 from daybreak.records.run import RunResult
+
+if TYPE_CHECKING:
+    from daybreak.train.runner import RunConfig
 
 FINISHED = ("reached", "not_reached", "diverged")
 UNREACHED_POLICY = ("runs that did not reach the target (not_reached, diverged, failed) have no time-to-target: "
@@ -105,27 +108,13 @@ def summarize_runs(runs: list) -> RepeatSummary:
 
 @dataclass
 class RepeatOptions:
-    task: str
+    """N seeds of one run configuration. ``run`` is the template (task, recipe, overrides, target, device, ...);
+    each seed gets a copy with its own ``seed`` and ``out`` (``out/seed-<n>``)."""
+
+    run: "RunConfig"
     out: Path
     runs: int
-    recipe: str | None = None
     seed_start: int = 0
-    overrides: dict[str, Any] = field(default_factory=dict)
-    target: float | None = None
-    data_dir: Path | None = None
-    allow_custom_data: bool = False
-    download: bool = True
-    device: str = "auto"
-    amp: str = "auto"
-    compile: bool = False
-    threads: int | None = None
-    eval_every_epochs: int | None = 1
-    eval_every_steps: int | None = None
-    count_eval: bool = False
-    full_schedule: bool = False
-    cost_per_hour: float | None = None
-    instance: str | None = None
-    command: list[str] = field(default_factory=list)
     log: Callable[[str], None] | None = None
     label: str = "repeat"  # prefix of the progress lines (lesion uses the variant name)
 
@@ -171,12 +160,12 @@ def check_options(options: RepeatOptions) -> tuple[Any, Any, dict[str, Any], flo
         raise ConfigError(f"--runs {options.runs}: must be >= 1")
     if options.seed_start < 0:
         raise ConfigError(f"--seed-start {options.seed_start}: must be >= 0")
-    task = get_task(options.task)
-    recipe = get_recipe(options.recipe or default_recipe_for(task.name))
+    task = get_task(options.run.task)
+    recipe = get_recipe(options.run.recipe or default_recipe_for(task.name))
     if recipe.task != task.name:
         raise ConfigError(f"recipe {recipe.name} is for task {recipe.task}, not {task.name}")
-    hp = recipe.hyperparameters(options.overrides)
-    target = task.target if options.target is None else normalize_target(options.target)
+    hp = recipe.hyperparameters(options.run.overrides)
+    target = task.target if options.run.target is None else normalize_target(options.run.target)
     if options.out.exists() and not options.out.is_dir():
         raise ConfigError(f"--out {options.out}: exists and is not a directory")
     return task, recipe, hp, target
@@ -205,7 +194,7 @@ def _existing(run_dir: Path, task: str, recipe: str, hp: dict[str, Any], target:
 
 def run_repeat(options: RepeatOptions) -> RepeatSummary:
     """Run (or reuse) every seed, writing summary.json after each; return the final summary."""
-    from daybreak.train.runner import RunConfig, run
+    from daybreak.train.runner import run
 
     task, recipe, hp, target = check_options(options)
     options.out.mkdir(parents=True, exist_ok=True)
@@ -216,7 +205,7 @@ def run_repeat(options: RepeatOptions) -> RepeatSummary:
     def write(complete: bool) -> RepeatSummary | None:
         if not done:
             return None
-        summary = summarize(done, overrides=options.overrides, inputs=inputs, command=options.command,
+        summary = summarize(done, overrides=options.run.overrides, inputs=inputs, command=options.run.command,
                             complete=complete)
         summary.save(options.out)
         return summary
@@ -231,15 +220,8 @@ def run_repeat(options: RepeatOptions) -> RepeatSummary:
             _log(options, f"{options.label} [{i}/{n}] seed {seed}: {describe(previous)} (reused {run_dir})")
             write(complete=i == n)
             continue
-        config = RunConfig(
-            task=task.name, recipe=recipe.name, overrides=dict(options.overrides), seed=seed, target=options.target,
-            data_dir=options.data_dir, allow_custom_data=options.allow_custom_data, download=options.download,
-            out=run_dir, device=options.device, amp=options.amp, compile=options.compile, threads=options.threads,
-            eval_every_epochs=options.eval_every_epochs, eval_every_steps=options.eval_every_steps,
-            count_eval=options.count_eval, full_schedule=options.full_schedule,
-            cost_per_hour=options.cost_per_hour, instance=options.instance, quiet=True,
-            command=list(options.command) + [f"# seed {seed}"],
-        )
+        config = replace(options.run, task=task.name, recipe=recipe.name, overrides=dict(options.run.overrides),
+                         seed=seed, out=run_dir, quiet=True, command=[*options.run.command, f"# seed {seed}"])
         try:
             result = run(config)
         except DaybreakError:
