@@ -135,20 +135,19 @@ def run_groups(runs: list[LoadedRun]) -> list[RunScalingGroup]:
                 mean_time_per_epoch_s=mean(per_epoch) if per_epoch else None,
                 run_dirs=[str(m.path) for m in ms]))
         base = rows[0]
-        if base.mean_time_to_target_s:
-            sp = speedups(base.mean_time_to_target_s, base.world_size,
-                          {r.world_size: r.mean_time_to_target_s for r in rows if r.mean_time_to_target_s},
+        # time-to-target speedup next to time-per-epoch speedup: the same computation on two measures
+        for measure, speedup_field, efficiency_field in (
+                ("mean_time_to_target_s", "tta_speedup", "tta_efficiency"),
+                ("mean_time_per_epoch_s", "epoch_speedup", "epoch_efficiency")):
+            if not getattr(base, measure):
+                continue
+            sp = speedups(getattr(base, measure), base.world_size,
+                          {r.world_size: getattr(r, measure) for r in rows if getattr(r, measure)},
                           higher_is_better=False)
             for r in rows:
                 if r.world_size in sp:
-                    r.tta_speedup, r.tta_efficiency = sp[r.world_size]
-        if base.mean_time_per_epoch_s:
-            sp = speedups(base.mean_time_per_epoch_s, base.world_size,
-                          {r.world_size: r.mean_time_per_epoch_s for r in rows if r.mean_time_per_epoch_s},
-                          higher_is_better=False)
-            for r in rows:
-                if r.world_size in sp:
-                    r.epoch_speedup, r.epoch_efficiency = sp[r.world_size]
+                    setattr(r, speedup_field, sp[r.world_size][0])
+                    setattr(r, efficiency_field, sp[r.world_size][1])
         label = f"{task}/{recipe} to {target * 100:.2f}% ({dtype}, amp {amp})"
         out.append(RunScalingGroup(label=label, task=task, recipe=recipe, target=target,
                                    baseline_devices=base.world_size, rows=rows))
