@@ -34,13 +34,26 @@ class Recipe:
     task: str
     model: str  # a name in the model registry
     summary: str
-    defaults: dict[str, Any]  # every hyperparameter, with batch_size (per device) and epochs
+    defaults: dict[str, Any]  # every hyperparameter, with batch_size (see batch_scaling) and epochs
     build: Callable[[dict[str, Any], TaskData, torch.device], TrainSetup]
-    lr_scaling: str = "linear"  # how the learning rate follows the global batch size on several devices
+    # How the recipe runs on N devices. "global": batch_size is the global batch, split over the devices, lr
+    # unchanged (N devices train the 1-device schedule). "per-device": each device takes batch_size, and the lr
+    # follows the global batch by lr_scaling ("linear", "sqrt", "none").
+    batch_scaling: str = "global"
+    lr_scaling: str = "none"
     switches: tuple[str, ...] = field(default_factory=tuple)  # boolean hyperparameters that can be switched off
-    mllog_benchmark: str | None = None  # MLPerf's submission_benchmark name (e.g. "resnet"); default: the task
+    # MLPerf's submission_benchmark name (e.g. "resnet"), claimed in the mllog only when the run follows that
+    # benchmark's definition: its metric (mllog_metric) at or above its target (mllog_target). Else daybreak_<task>.
+    mllog_benchmark: str | None = None
+    mllog_metric: str | None = None
+    mllog_target: float | None = None
     # (hp, data, global batch) -> extra MLPerf keys to log after the header (e.g. opt_base_learning_rate)
     mllog_events: Callable[[dict[str, Any], TaskData, int], dict[str, Any]] | None = None
+
+    def scaling_summary(self) -> str:
+        if self.batch_scaling == "global":
+            return "global batch fixed at batch_size (each of N devices takes batch_size / N); lr unchanged"
+        return f"batch_size per device (global batch = N x batch_size); lr scaled {self.lr_scaling} with N"
 
     def hyperparameters(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         hp = dict(self.defaults)

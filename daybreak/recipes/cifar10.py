@@ -101,6 +101,6 @@ RECIPES.add("cifar10", Recipe(
     name="cifar10", task="cifar10", model="airbench_net",
     summary="airbench-style net (frozen patch whitening, 3 conv blocks), Nesterov SGD, warm-up + linear decay, "
             "flip/translate, flip TTA",
-    defaults=HYPERPARAMETERS, build=build, lr_scaling="linear",
+    defaults=HYPERPARAMETERS, build=build, batch_scaling="global",
     switches=("augment", "tta", "label_smoothing_on", "whitening", "channels_last"),
 ))

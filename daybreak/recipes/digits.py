@@ -36,6 +36,6 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
 RECIPES.add("digits", Recipe(
     name="digits", task="digits", model="digits_cnn",
     summary="small BN CNN, Nesterov SGD, triangular lr, translate augmentation",
-    defaults=HYPERPARAMETERS, build=build, lr_scaling="linear",
+    defaults=HYPERPARAMETERS, build=build, batch_scaling="global",
     switches=("augment",),
 ))

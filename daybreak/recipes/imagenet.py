@@ -164,7 +164,8 @@ RECIPES.add("imagenet_resnet50", Recipe(
     name="imagenet_resnet50", task="imagenet", model="resnet50",
     summary="ResNet-50 v1.5, SGD 0.256/256 momentum 0.875, label smoothing 0.1, 5-epoch warm-up + cosine, "
             "RandomResizedCrop + flip at 224 (optional progressive resizing), channels-last",
-    defaults=HYPERPARAMETERS, build=build, lr_scaling="linear",
+    defaults=HYPERPARAMETERS, build=build, batch_scaling="per-device", lr_scaling="linear",
     switches=("flip", "jpeg_draft", "channels_last"),
-    mllog_benchmark=MLLOG_BENCHMARK, mllog_events=mllog_events,
+    mllog_benchmark=MLLOG_BENCHMARK, mllog_metric="top1", mllog_target=0.759,  # MLPerf resnet: 75.90% top-1
+    mllog_events=mllog_events,
 ))

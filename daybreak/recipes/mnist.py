@@ -36,6 +36,6 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
 RECIPES.add("mnist", Recipe(
     name="mnist", task="mnist", model="mnist_cnn",
     summary="narrow BN CNN, Nesterov SGD, one-cycle-like lr, translate augmentation",
-    defaults=HYPERPARAMETERS, build=build, lr_scaling="linear",
+    defaults=HYPERPARAMETERS, build=build, batch_scaling="global",
     switches=("augment",),
 ))

@@ -172,5 +172,5 @@ RECIPES.add("squad_bert_base", Recipe(
     name="squad_bert_base", task="squad", model="bert_base_squad",
     summary="BERT-base + span head, AdamW 5e-5 at batch 32, 10% warm-up + linear decay, 2 epochs, 384/128 windows; "
             "init_from= a local Hugging Face BERT",
-    defaults=HYPERPARAMETERS, build=build, lr_scaling="sqrt", mllog_events=mllog_events,
+    defaults=HYPERPARAMETERS, build=build, batch_scaling="per-device", lr_scaling="sqrt", mllog_events=mllog_events,
 ))

@@ -18,17 +18,57 @@ RESULT_FILE = "result.json"
 
 
 class EpochRecord(BaseModel):
-    """One evaluation. ``elapsed_s`` is the training clock (see ClockRules) when the evaluation finished."""
+    """One evaluation. ``elapsed_s`` is the headline rule set's clock when the evaluation finished;
+    ``clock_s`` holds every rule set's clock at that instant (see daybreak.rules)."""
 
     epoch: float  # epochs of training done when evaluated (fractional with --eval-every-steps)
     step: int  # optimizer steps done
     elapsed_s: float
+    clock_s: dict[str, float] = Field(default_factory=dict)  # rule set name -> its clock at the end of this eval
     accuracy: float  # fraction 0..1 of the task's metric (top-1 unless the task says otherwise)
     top1: float | None = None
     top5: float | None = None
     metrics: dict[str, float] = Field(default_factory=dict)  # everything the evaluation measured (e.g. f1, exact_match)
     train_loss: float | None = None  # mean training loss since the previous evaluation
     eval_s: float  # how long this evaluation took (wall, device synchronized)
+
+
+class PhaseInterval(BaseModel):
+    """One raw phase interval on the run's timeline: seconds since the command started (one monotonic timer,
+    the device synchronized at both ends). Phases: daybreak.rules.PHASES."""
+
+    phase: str
+    start_s: float
+    end_s: float
+
+
+class ClockFigure(BaseModel):
+    """Time-to-target under one rule set (daybreak.rules), computed from the phase intervals."""
+
+    rules: str
+    time_to_target_s: float | None = None  # None until (unless) the target is reached
+    clock_s: float = 0.0  # the clock at the last evaluation (or at the end)
+    start_s: float = 0.0  # where this rule set's clock starts on the timeline
+    excluded_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds left out
+    notes: list[str] = Field(default_factory=list)
+
+
+class MeasurementContext(BaseModel):
+    """What else the machine was doing, and what exactly ran: so a slow result explains itself."""
+
+    load_avg_before: list[float] | None = None  # 1, 5, 15-minute load averages before the run
+    load_avg_after: list[float] | None = None
+    other_cpu_s: float | None = None  # CPU seconds other processes took during the run (sampled)
+    own_cpu_s: float | None = None  # CPU seconds this process took
+    busy_fraction: float | None = None  # other processes' CPU time / (wall x logical CPUs)
+    threads_used: int | None = None  # torch intra-op threads actually used
+    interop_threads: int | None = None
+    git_commit: str | None = None  # the code that defined the recipe
+    git_dirty: bool | None = None
+    packages: dict[str, str] = Field(default_factory=dict)  # torch, CUDA, cuDNN, numpy, daybreak, ...
+    recipe_file: str | None = None
+    recipe_sha256: str | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ClockRules(BaseModel):
@@ -42,7 +82,7 @@ class ClockRules(BaseModel):
 
 
 class RunResult(BaseModel):
-    schema_version: int = 1
+    schema_version: int = 2  # 2: rules, phases, clocks, context (1 still loads)
     kind: Literal["daybreak.run"] = "daybreak.run"
     run_id: str
     task: str
@@ -68,6 +108,9 @@ class RunResult(BaseModel):
     lr_scaling: str = "linear"  # the recipe's rule for the learning rate on several devices
     lr_scale: float = 1.0  # the factor applied to the recipe's learning rates (e.g. world size for linear)
     stop_at_target: bool = True
+    steps_per_epoch: int | None = None  # what the data source actually did
+    train_examples: int | None = None  # examples in one epoch of the training data (all ranks)
+    effective_batch_size: int | None = None  # per-device batch the data source used (<= the recipe's)
     eval_every_epochs: int | None = 1
     eval_every_steps: int | None = None
 
@@ -91,7 +134,14 @@ class RunResult(BaseModel):
     cost_usd: float | None = None  # time_to_target hours x cost_per_hour
 
     clock: ClockRules = Field(default_factory=ClockRules)
-    system: SystemInfo
+    rules: str = "dawnbench"  # the rule set of the headline figures (time_to_target_s, elapsed_s, cost_usd)
+    phases: list[PhaseInterval] = Field(default_factory=list)  # raw phase intervals (daybreak.rules.PHASES)
+    clocks: dict[str, ClockFigure] = Field(default_factory=dict)  # every rule set's figures
+    recompiles_under_clock: int | None = None  # torch.compile recompilations during training/eval (0 = clean)
+    context: MeasurementContext = Field(default_factory=MeasurementContext)
+    warnings: list[str] = Field(default_factory=list)
+    system: SystemInfo  # the system the program ran on
+    analyzed_on: SystemInfo | None = None  # daybreak time --log: the machine that analysed the log, when different
     data_source: str = ""
     data_notes: list[str] = Field(default_factory=list)
     started_at: datetime

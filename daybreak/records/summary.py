@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from daybreak.records.run import RunResult
+from daybreak.rules import PHASE_LABELS, PHASES, RULE_SETS
 
 
 def hms(seconds: float | None) -> str:
@@ -20,6 +21,38 @@ def pct(fraction: float | None) -> str:
     return "-" if fraction is None else f"{fraction * 100:.2f}%"
 
 
+def _phase_line(r: RunResult) -> str:
+    totals: dict[str, float] = {}
+    for p in r.phases:
+        totals[p.phase] = totals.get(p.phase, 0.0) + (p.end_s - p.start_s)
+    if not totals:  # a record from before the rule sets
+        return (f"init {r.init_s or 0:.2f} s, eval {r.eval_s:.2f} s, train {r.train_s:.2f} s, "
+                f"total {r.total_s or 0:.2f} s")
+    short = {"data_load": "data", "model_init": "model init", "warmup": "warm-up", "train": "train", "eval": "eval",
+             "record": "records"}
+    parts = [f"{short[k]} {totals[k]:.2f} s" for k in PHASES if k in totals]
+    return ", ".join(parts) + f"; total {r.total_s or 0:.2f} s"
+
+
+def _rule_lines(r: RunResult) -> list[str]:
+    """Both rule sets' time-to-target, the headline's first."""
+    names = [r.rules] + [n for n in RULE_SETS if n != r.rules]
+    lines = []
+    for name in names:
+        fig = r.clocks.get(name)
+        if fig is None:
+            continue
+        rules = RULE_SETS[name]
+        counted = [PHASE_LABELS[p].split(" ")[0] for p in PHASES if rules.inside[p]]
+        what = ("from the first touch of the data, never paused" if rules.contiguous
+                else "+".join(counted) + "; no eval, no record writes")
+        value = fig.time_to_target_s if r.reached else None
+        shown = f"{hms(value)}  ({value:.3f} s)" if value is not None else f"- (clock at the end {fig.clock_s:.3f} s)"
+        mark = "*" if name == r.rules else " "
+        lines.append(f"  {mark}{rules.title:<16}{shown}   [{what}]")
+    return lines
+
+
 def format_summary(r: RunResult, run_dir: str | None = None) -> str:
     verdict = {
         "reached": "REACHED the target",
@@ -29,20 +62,34 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
         "interrupted": "was INTERRUPTED",
         "running": "is still running (or was killed)",
     }[r.status]
+    head_rules = RULE_SETS[r.rules].title if r.rules in RULE_SETS else r.rules
     lines = [
         f"daybreak run {r.run_id}: {r.task} / {r.recipe} {verdict}",
         f"  target           {pct(r.target)} {r.metric}" + ("" if r.official else "   (unofficial: " + "; ".join(r.unofficial_reasons) + ")"),
-        f"  time to target   {hms(r.time_to_target_s)}" + (f"  ({r.time_to_target_s:.3f} s)" if r.time_to_target_s is not None else ""),
+        f"  time to target   {hms(r.time_to_target_s)}" + (f"  ({r.time_to_target_s:.3f} s)" if r.time_to_target_s is not None else "")
+        + f"  under {head_rules} rules (*)",
+    ]
+    lines += _rule_lines(r)
+    lines += [
         f"  epochs to target {r.epochs_to_target:g}" if r.epochs_to_target is not None else "  epochs to target -",
         "  cost to target   " + (f"${r.cost_usd:.4f} at ${r.cost_per_hour:.3f}/h" + (f" ({r.instance}, price of {r.price_date})" if r.instance else "")
                                   if r.cost_usd is not None else "- (pass --cost-per-hour or --instance)"),
         f"  accuracy         final {pct(r.final_accuracy)}, best {pct(r.best_accuracy)}",
-        f"  clock            init {r.init_s or 0:.2f} s (excluded), eval {r.eval_s:.2f} s ({'included' if r.clock.eval_included else 'excluded'}), "
-        f"train {r.train_s:.2f} s, total {r.total_s or 0:.2f} s",
-        f"  setup            device {r.device}, amp {r.amp}, compile {'on' if r.compile else 'off'}, threads {r.threads}, seed {r.seed}, "
-        f"batch {r.global_batch_size}",
+        f"  phases           {_phase_line(r)}",
+        f"  setup            device {r.device}, amp {r.amp}, compile {'on' if r.compile else 'off'}"
+        + (f" ({r.recompiles_under_clock} recompilations under the clock)" if r.recompiles_under_clock is not None else "")
+        + f", threads {r.threads}, seed {r.seed}, batch {r.global_batch_size}"
+        + (f" ({r.steps_per_epoch} steps/epoch)" if r.steps_per_epoch else ""),
         f"  system           {r.system.hardware_summary()}; torch {r.system.torch}, python {r.system.python}",
     ]
+    c = r.context
+    if c.load_avg_before is not None or c.busy_fraction is not None:
+        load = f"load {c.load_avg_before[0]:.2f} before" if c.load_avg_before else "load -"
+        busy = f", others took {100 * c.busy_fraction:.0f}% of the CPUs during the run" if c.busy_fraction is not None else ""
+        code = f"; code {c.git_commit[:10]}{' (dirty)' if c.git_dirty else ''}" if c.git_commit else ""
+        lines.append(f"  context          {load}{busy}{code}")
+    for w in r.warnings:
+        lines.append(f"  WARNING          {w}")
     if r.message:
         lines.append(f"  note             {r.message}")
     if run_dir:

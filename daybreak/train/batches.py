@@ -73,6 +73,20 @@ class InMemoryBatches:
         if setup.init_from_data is not None:
             setup.init_from_data(self.x, self.y)
 
+    def warmup_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Batches with exactly the shapes, dtypes and memory layouts of ``epoch``'s (every batch is full: the
+        tail that does not fill a global batch is dropped), made by the same code path on zeros: the training
+        data's values are not touched."""
+        setup = self.plan.setup
+        n = min(len(self.raw_x), max(self.batch_size * 2, 1))
+        fake_x = setup.prepare(torch.zeros((n, *self.raw_x.shape[1:]), dtype=self.raw_x.dtype, device=self.plan.device))
+        fake_y = torch.zeros(n, dtype=self.y.dtype, device=self.plan.device)
+        idx = torch.randperm(n, generator=torch.Generator().manual_seed(0)).to(self.plan.device)[: self.batch_size]
+        x = fake_x[idx]
+        if setup.augment is not None:
+            x = setup.augment(x, torch.Generator(device=self.plan.device).manual_seed(0))
+        return [(x, fake_y[idx])]
+
     def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         assert self.x is not None, "start() first"
         augment = self.plan.setup.augment
@@ -97,6 +111,13 @@ class InMemoryClassification:
         self.raw_x = data.eval_x[rank::world]
         self.y = data.eval_y[rank::world].to(plan.device)
         self.x: torch.Tensor | None = None  # prepared at the first evaluation (counted as evaluation time)
+
+    def warm_up(self, model: nn.Module) -> None:
+        """One evaluation on zeros of exactly this rank's eval inputs (same count, so the same chunk shapes)."""
+        p = self.plan
+        fake = p.setup.prepare(torch.zeros_like(self.raw_x, device=p.device))
+        correct_counts(model, fake, torch.zeros_like(self.y), device=p.device, amp=p.amp, predict=p.setup.predict,
+                       top5=self.top5)
 
     def __call__(self, model: nn.Module) -> dict[str, float]:
         p = self.plan

@@ -1,63 +1,77 @@
-"""The training clock: accumulates time with the device synchronized, pausing for excluded intervals."""
+"""The run's timeline: every phase interval on one monotonic timer, the device synchronized at each boundary.
+
+Time-to-target is not accumulated here: the timeline records raw intervals (``daybreak.rules.PHASES``) and a
+rule set (``daybreak.rules``) turns them into a clock reading. The mllog's timestamps come from the same
+readings (``epoch_ms``), so the log's own intervals reproduce the record's figures.
+"""
 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 
 from daybreak.measure.device import synchronize
+from daybreak.rules import Interval, RuleSet, read_clock
 
 
-class TrainingClock:
-    """Counts training time only. ``pause()`` at an evaluation, ``resume()`` after it.
+class Timeline:
+    """Phase intervals in seconds since ``origin_ns`` (a ``time.perf_counter_ns`` reading at the command's start).
 
-    Every read synchronizes the device first, so queued GPU work is charged to the interval that queued it.
+    ``epoch_ms(t)`` maps a timeline instant to Unix milliseconds (anchored once, so it never jumps with NTP).
     """
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, origin_ns: int):
         self.device = device
-        self._accumulated_ns = 0
-        self._segment_start_ns: int | None = None
+        self.origin_ns = origin_ns
+        # one anchor pair read together: Unix time of the origin
+        self._unix_origin_ns = time.time_ns() - (time.perf_counter_ns() - origin_ns)
+        self.intervals: list[Interval] = []
+        self._open: dict[str, float] = {}
 
-    def _now(self) -> int:
-        synchronize(self.device)
-        return time.perf_counter_ns()
+    def now_s(self, sync: bool = True) -> float:
+        if sync:
+            synchronize(self.device)
+        return (time.perf_counter_ns() - self.origin_ns) / 1e9
 
-    def start(self) -> None:
-        self._segment_start_ns = self._now()
+    def epoch_ms(self, t_s: float) -> float:
+        """Unix time in ms of timeline instant ``t_s`` (microsecond resolution)."""
+        return round((self._unix_origin_ns + t_s * 1e9) / 1e6, 3)
 
-    resume = start
+    def begin(self, phase: str) -> float:
+        t = self.now_s()
+        self._open[phase] = t
+        return t
 
-    def pause(self) -> float:
-        """Stop counting; returns the total counted so far in seconds."""
-        if self._segment_start_ns is not None:
-            self._accumulated_ns += self._now() - self._segment_start_ns
-            self._segment_start_ns = None
-        return self.elapsed_s
+    def end(self, phase: str) -> float:
+        t = self.now_s()
+        start = self._open.pop(phase)
+        self.intervals.append(Interval(phase, start, t))
+        return t
 
-    def add(self, seconds: float) -> None:
-        """Charge an interval measured elsewhere (e.g. evaluation time under --count-eval)."""
-        self._accumulated_ns += int(seconds * 1e9)
+    def is_open(self, phase: str) -> bool:
+        return phase in self._open
 
-    @property
-    def elapsed_s(self) -> float:
-        running = 0 if self._segment_start_ns is None else time.perf_counter_ns() - self._segment_start_ns
-        return (self._accumulated_ns + running) / 1e9
+    def close_all(self) -> None:
+        """End every open phase now (a crash or a signal mid-phase)."""
+        for phase in list(self._open):
+            self.end(phase)
 
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.begin(name)
+        try:
+            yield
+        finally:
+            self.end(name)
 
-class Stopwatch:
-    """Times one interval with the device synchronized at both ends."""
+    def total(self, phase: str) -> float:
+        return sum(i.end_s - i.start_s for i in self.intervals if i.phase == phase)
 
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.seconds = 0.0
-
-    def __enter__(self) -> "Stopwatch":
-        synchronize(self.device)
-        self._t0 = time.perf_counter_ns()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        synchronize(self.device)
-        self.seconds = (time.perf_counter_ns() - self._t0) / 1e9
+    def read(self, rules: RuleSet, at_s: float | None = None) -> float:
+        """``rules``' clock at ``at_s`` (default: now), counting open phases up to that instant."""
+        at = self.now_s(sync=False) if at_s is None else at_s
+        live = self.intervals + [Interval(p, s, max(s, at)) for p, s in self._open.items()]
+        return read_clock(rules, live, at).seconds

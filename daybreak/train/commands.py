@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
+from daybreak.options import add_rules_argument, resolve_rules
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run",
         help="train a reference recipe to the task's target accuracy and record time and cost to reach it",
         description="Train a recipe until its first evaluation at or above the target accuracy; record "
-                    "time-to-target (training clock: starts at the first touch of training data, excludes init and, "
-                    "by default, evaluation), cost-to-target and a checkpoint, in a run directory.",
+                    "time-to-target under both clock rule sets (DAWNBench v1: data loading + init + training, "
+                    "evaluation and record writes excluded; MLPerf: from the first touch of the dataset, nothing "
+                    "excluded), cost-to-target and a checkpoint, in a run directory.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("task", nargs="?", default="digits", help="task name (see `daybreak tasks`)")
@@ -28,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--init-from", type=Path, metavar="DIR",
                    help="start from a local Hugging Face model folder (sets the recipe's init_from; squad_bert_base)")
     p.add_argument("--seed", type=int, default=0, help="seeds every RNG; the same seed gives the same data order")
-    p.add_argument("--target", type=float, help="target accuracy as a fraction or percent (default: the task's); "
-                                                "a non-default target makes the run unofficial")
+    p.add_argument("--target", help="target accuracy: a fraction in (0, 1] (0.97) or a percent with %% (97%%); "
+                                    "default: the task's; a non-default target makes the run unofficial")
     p.add_argument("--data-dir", type=Path, help="folder holding the task's files themselves "
                                                  "(default: $DAYBREAK_DATA/<task> or the user cache dir)")
     p.add_argument("--allow-custom-data", action="store_true",
@@ -44,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-every", dest="eval_every_epochs", type=int, default=1, metavar="N",
                    help="evaluate every N epochs")
     p.add_argument("--eval-every-steps", type=int, metavar="N", help="evaluate every N optimizer steps instead")
-    p.add_argument("--count-eval", action="store_true", help="count evaluation time in time-to-target")
+    add_rules_argument(p)
     p.add_argument("--full-schedule", action="store_true", help="train the whole schedule instead of stopping at the target")
     p.add_argument("--cost-per-hour", type=float, metavar="USD", help="price of the machine per hour")
     p.add_argument("--instance", metavar="NAME", help="take the price from the catalog (see `daybreak instances`)")
@@ -81,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from daybreak.records.summary import format_summary
     from daybreak.tasks import get_task
     from daybreak.train.distributed import in_torchrun
-    from daybreak.train.runner import EXIT_CODES, RunConfig, run
+    from daybreak.train.runner import EXIT_CODES, RunConfig, parse_target, run
 
     task = get_task(args.task)
     recipe = get_recipe(args.recipe or default_recipe_for(task.name))
@@ -94,11 +96,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if spec.multi_process and not in_torchrun():
         return _launch(args, spec, task.name, recipe.name)
     config = RunConfig(
-        task=task.name, recipe=recipe.name, overrides=overrides, seed=args.seed, target=args.target,
+        task=task.name, recipe=recipe.name, overrides=overrides, seed=args.seed,
+        target=None if args.target is None else parse_target(args.target),
         data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
         out=args.out, device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
         eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
-        count_eval=args.count_eval, full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour,
+        rules=resolve_rules(args), full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour,
         instance=args.instance, quiet=args.quiet, author=args.author if args.author is not None else _user(),
         author_email=args.author_email, command=["daybreak", *args.argv], dist_timeout_s=args.dist_timeout,
     )
@@ -195,12 +198,13 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     if args.name:
         r = get_recipe(args.name)
         print(f"{r.name}: task {r.task}, model {r.model} - {r.summary}")
-        print(f"  lr scaling with devices: {r.lr_scaling}; switchable: {', '.join(r.switches) or '-'}")
+        print(f"  on N devices: {r.scaling_summary()}; switchable: {', '.join(r.switches) or '-'}")
         print(json.dumps(r.defaults, indent=2))
         return 0
     for name in recipe_names():
         r = get_recipe(name)
         print(f"{name:<10} task {r.task:<8} model {r.model:<16} {r.summary}")
+        print(f"{'':<10} on N devices: {r.scaling_summary()}")
     return 0
 
 

@@ -18,11 +18,14 @@ from typing import Any
 
 import torch
 
+from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_bytes
 from daybreak.pricing import cost_usd
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.mllog import MLLOG_FILE, C, RunMllog
-from daybreak.records.run import EpochRecord, RunResult, RunStatus
+from daybreak.records.run import ClockFigure, EpochRecord, PhaseInterval, RunResult, RunStatus
+from daybreak.rules import read_all
+from daybreak.train.clock import Timeline
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -34,35 +37,63 @@ class _NoMllog:
     def end(self, *args: Any, **kwargs: Any) -> None: ...
     def event(self, *args: Any, **kwargs: Any) -> None: ...
     def close(self) -> None: ...
+    def hold(self) -> None: ...
+    def release(self) -> None: ...
+    def release_after(self, *args: Any) -> None: ...
+    holding = False
+
+
+def _lowest_precision(amp: str, device: str) -> str:
+    """MLPerf's name for the lowest precision of the run's matmuls/convolutions."""
+    if amp == "bf16":
+        return "bfloat16"
+    if amp == "fp16":
+        return "fp16"
+    if device.startswith("cuda") and (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32):
+        return "tf32"  # fp32 convolutions run in TF32 on Ampere and later unless disabled
+    return "fp32"
 
 
 class RunRecorder:
     """Keeps the RunResult up to date on every rank; only the one with ``write=True`` (rank 0) writes files."""
 
-    def __init__(self, run_dir: Path, result: RunResult, *, author: str = "", author_email: str = "",
-                 write: bool = True, benchmark: str | None = None):
+    def __init__(self, run_dir: Path, result: RunResult, timeline: Timeline, *, author: str = "",
+                 author_email: str = "", write: bool = True, benchmark: str | None = None,
+                 replace_failed: bool = False):
         self.run_dir = Path(run_dir)
         self.write = write
         self.result = result
+        self.timeline = timeline
         self._submission = dict(author=author, author_email=author_email)
         self._open_epoch: int | None = None
         self._finished = False
-        self._benchmark = benchmark or result.task
+        self._target_at_s: float | None = None  # timeline instant the target was reached (end of that eval)
+        self._division_written = False
+        self._benchmark = benchmark or f"daybreak_{result.task}"
         if write:
-            self._create_run_dir()
+            self._create_run_dir(replace_failed)
         self.mllog: RunMllog | _NoMllog = RunMllog(self.run_dir / MLLOG_FILE) if write else _NoMllog()
         self._write_header()
 
-    def _create_run_dir(self) -> None:
+    def _create_run_dir(self, replace_failed: bool) -> None:
         """The directory appears with every file already in it (built beside it, then renamed into place),
-        so a kill at any moment never leaves a run directory with a file missing."""
+        so a kill at any moment never leaves a run directory with a file missing. ``replace_failed``: the
+        directory holds a run that failed before training (see runner.reusable_out_dir) and is replaced."""
         parent = self.run_dir.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}.", dir=parent))
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}.", dir=parent))
+        except OSError as e:
+            raise ConfigError(f"--out {self.run_dir}: cannot create the run directory there "
+                              f"({e.strerror or type(e).__name__})") from None
         try:
             self.result.save(staging)
             write_dawnbench(self.result, staging, **self._submission)
             (staging / MLLOG_FILE).touch()
+            if replace_failed and self.run_dir.is_dir():
+                old = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}.failed.", dir=parent))
+                os.replace(self.run_dir, old / "run")
+                shutil.rmtree(old, ignore_errors=True)
             os.replace(staging, self.run_dir)  # replaces an empty directory of that name, if any
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -70,10 +101,24 @@ class RunRecorder:
 
     # --- files ----------------------------------------------------------------------------------------------
     def save(self) -> None:
+        self.result.phases = [PhaseInterval(phase=i.phase, start_s=round(i.start_s, 9), end_s=round(i.end_s, 9))
+                              for i in self.timeline.intervals]
         if not self.write:
             return
         self.result.save(self.run_dir)
         write_dawnbench(self.result, self.run_dir, **self._submission)
+
+    def _timed_save(self, model: torch.nn.Module | None = None, record: EpochRecord | None = None) -> None:
+        """Checkpoint (when given) and record files, as a ``record`` phase on the timeline and in the mllog."""
+        t0 = self.timeline.begin("record")
+        self.mllog.start("record", metadata={"phase": "checkpoint and record writes"}, time_ms=self.timeline.epoch_ms(t0))
+        try:
+            if model is not None and record is not None:
+                self.save_checkpoint(model, record)
+            self.save()
+        finally:
+            t1 = self.timeline.end("record")
+            self.mllog.end("record", time_ms=self.timeline.epoch_ms(t1))
 
     def close(self) -> None:
         self.mllog.close()
@@ -83,55 +128,137 @@ class RunRecorder:
         log = self.mllog
         log.event(C.SUBMISSION_BENCHMARK, self._benchmark)
         log.event(C.SUBMISSION_ORG, self._submission["author"] or "daybreak")
-        log.event(C.SUBMISSION_DIVISION, C.CLOSED if r.official else C.OPEN)
         log.event(C.SUBMISSION_STATUS, C.ONPREM)
         log.event(C.SUBMISSION_PLATFORM, r.system.hardware_summary())
+        log.event("submission_framework", r.framework)
         log.event(C.SEED, r.seed)
         log.event(C.GLOBAL_BATCH_SIZE, r.global_batch_size)
+        log.event(C.GRADIENT_ACCUMULATION_STEPS, 1)
+        precision = _lowest_precision(r.amp, r.device)
+        for key in ("lowest_numerical_precision_in_linear", "lowest_numerical_precision_in_attn"):
+            log.event(key, precision)
+        log.event("lowest_numerical_precision_in_comm", "fp32")  # DDP all-reduces fp32 gradients
+        for key in ("tensor_parallelism", "pipeline_parallelism", "context_parallelism", "expert_parallelism"):
+            log.event(key, 1)  # data parallel only
+        log.event("micro_batch_size", r.per_device_batch_size or r.global_batch_size or 1)
+        log.event("config_filename", f"daybreak/recipes ({r.recipe})")
         log.event("target_accuracy", r.target)
+        log.event("eval_metric", r.metric)
+        log.event("clock_rules", r.rules)
         for key, value in r.hyperparameters.items():
             log.event(f"hp_{key}", value)
 
     # --- phases ---------------------------------------------------------------------------------------------
-    def init_start(self) -> None:
-        self.mllog.start(C.INIT_START)
-
-    def init_stop(self, init_ns: int) -> None:
-        self.result.init_s = init_ns / 1e9
-        self.mllog.end(C.INIT_STOP)
-        self.save()
-
     def run_start(self) -> None:
-        self.mllog.start(C.RUN_START)
+        """The first touch of the dataset: MLPerf's run_start (nothing before it is initialization in daybreak's
+        order, so init_start/init_stop mark an empty interval at the same instant) and the start of data loading."""
+        t = self.timeline.begin("data_load")
+        ms = self.timeline.epoch_ms(t)
+        self.mllog.hold()  # until the data check decides the division (see data_loaded)
+        self.mllog.start(C.INIT_START, time_ms=ms)
+        self.mllog.end(C.INIT_STOP, time_ms=ms)
+        self.mllog.start(C.RUN_START, time_ms=ms)
+        self.mllog.start("data_load", time_ms=ms)
+
+    def data_loaded(self) -> None:
+        """The data check is done: the division is decided and written before the lines held since run_start."""
+        self.phase_end("data_load")
+        self._write_division()
+
+    def _write_division(self) -> None:
+        if self._division_written:
+            return
+        self._division_written = True
+        held = self.mllog.holding
+        if held:  # written straight to the file, ahead of the held lines
+            self.mllog.release_after(C.SUBMISSION_DIVISION, C.CLOSED if self.result.official else C.OPEN)
+        else:
+            self.mllog.event(C.SUBMISSION_DIVISION, C.CLOSED if self.result.official else C.OPEN)
+
+    def phase_start(self, phase: str) -> None:
+        t = self.timeline.begin(phase)
+        self.mllog.start(phase, time_ms=self.timeline.epoch_ms(t))
+
+    def phase_end(self, phase: str) -> None:
+        t = self.timeline.end(phase)
+        self.mllog.end(phase, time_ms=self.timeline.epoch_ms(t))
+
+    def data_checked(self, mllog_events: dict[str, Any], *, train_samples: int | None, eval_samples: int) -> None:
+        """After the data and target checks: the division can be decided, and the recipe's keys logged
+        (train_samples and eval_samples, which MLPerf requires, from the data when the recipe has none)."""
+        events = dict(mllog_events)
+        if train_samples is not None:
+            events.setdefault(C.TRAIN_SAMPLES, train_samples)
+        events.setdefault(C.EVAL_SAMPLES, eval_samples)
+        for key, value in events.items():
+            self.mllog.event(key, value)
+
+    def training_ready(self) -> None:
+        """Init is over (data loaded, model built, warmed up): record the effective values and the init time."""
+        r = self.result
+        r.init_s = self.timeline.now_s()
+        self.mllog.event(C.CACHE_CLEAR, True)
 
     def epoch_start(self, epoch: int) -> None:
         self._open_epoch = epoch
-        self.mllog.start(C.EPOCH_START, metadata={C.EPOCH_NUM: epoch})
+        self.mllog.start(C.EPOCH_START, metadata={C.EPOCH_NUM: epoch},
+                         time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
 
     def epoch_stop(self, epoch: int) -> None:
         self._open_epoch = None
-        self.mllog.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch})
+        self.mllog.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch},
+                       time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
 
-    def eval_start(self, epoch: float) -> None:
-        self.mllog.start(C.EVAL_START, metadata={C.EPOCH_NUM: epoch})
+    def train_start(self) -> None:
+        self.timeline.begin("train")
 
-    def evaluated(self, record: EpochRecord, model: torch.nn.Module) -> None:
+    def train_pause(self) -> float:
+        return self.timeline.end("train")
+
+    def eval_start(self, epoch: float) -> float:
+        t = self.timeline.begin("eval")
+        self.mllog.start(C.EVAL_START, metadata={C.EPOCH_NUM: epoch}, time_ms=self.timeline.epoch_ms(t))
+        return t
+
+    def evaluated(self, epoch: float, step: int, metrics: dict[str, float], train_loss: float | None,
+                  model: torch.nn.Module) -> EpochRecord:
+        """End the evaluation phase, read every rule set's clock at its end, record, checkpoint at the target."""
         r = self.result
-        self.mllog.end(C.EVAL_STOP, metadata={C.EPOCH_NUM: record.epoch})
-        self.mllog.event(C.EVAL_ACCURACY, record.accuracy, metadata={C.EPOCH_NUM: record.epoch})
+        t0 = self.timeline._open["eval"]
+        t1 = self.timeline.end("eval")
+        self.mllog.end(C.EVAL_STOP, metadata={C.EPOCH_NUM: epoch}, time_ms=self.timeline.epoch_ms(t1))
+        readings = read_all(self.timeline.intervals, t1)
+        clock_s = {name: round(reading.seconds, 9) for name, reading in readings.items()}
+        record = EpochRecord(epoch=epoch, step=step, elapsed_s=clock_s[r.rules], clock_s=clock_s,
+                             accuracy=metrics[r.metric], top1=metrics.get("top1"), top5=metrics.get("top5"),
+                             metrics=metrics, train_loss=train_loss, eval_s=t1 - t0)
+        self.mllog.event(C.EVAL_ACCURACY, record.accuracy, metadata={C.EPOCH_NUM: epoch},
+                         time_ms=self.timeline.epoch_ms(t1))
         r.history.append(record)
-        r.train_s = record.elapsed_s
-        r.eval_s += record.eval_s
+        r.train_s = self.timeline.total("train")
+        r.eval_s = self.timeline.total("eval")
         r.final_accuracy = record.accuracy
         r.best_accuracy = max(r.best_accuracy or 0.0, record.accuracy)
-        if not r.reached and record.accuracy >= r.target:
+        reached_now = not r.reached and record.accuracy >= r.target
+        for name, reading in readings.items():
+            fig = r.clocks.setdefault(name, ClockFigure(rules=name))
+            if not r.reached:
+                fig.clock_s, fig.start_s = clock_s[name], reading.start_s
+                fig.excluded_s = {k: round(v, 9) for k, v in reading.excluded_s.items()}
+                fig.notes = list(reading.notes)
+            if reached_now:
+                fig.time_to_target_s = clock_s[name]
+        if reached_now:
             r.reached = True
+            self._target_at_s = t1
             r.time_to_target_s = record.elapsed_s
             r.epochs_to_target = record.epoch
             r.steps_to_target = record.step
             r.cost_usd = cost_usd(record.elapsed_s, r.cost_per_hour)
-            self.save_checkpoint(model, record)
-        self.save()
+            self._timed_save(model, record)
+        else:
+            self._timed_save()
+        return record
 
     def save_checkpoint(self, model: torch.nn.Module, record: EpochRecord) -> None:
         r = self.result
@@ -154,8 +281,8 @@ class RunRecorder:
         torch.save(payload, buf)
         atomic_write_bytes(self.run_dir / CHECKPOINT_FILE, buf.getvalue())
 
-    def diverged(self, step: int, elapsed_s: float) -> None:
-        self.result.train_s = elapsed_s
+    def diverged(self, step: int) -> None:
+        self.result.train_s = self.timeline.total("train")
         self.result.message = f"training diverged: the loss became NaN/inf by step {step}"
         self.result.status = "diverged"
         return None
@@ -182,11 +309,25 @@ class RunRecorder:
         r = self.result
         r.status = status
         r.message = message
+        self.timeline.close_all()
+        self._write_division()  # a run that failed while loading: the lines held since run_start are written
+        r.train_s = self.timeline.total("train")
+        r.eval_s = self.timeline.total("eval")
         r.total_s = (time.perf_counter_ns() - wall_start_ns) / 1e9
         r.finished_at = datetime.now(timezone.utc)
         if self._open_epoch is not None:
             self.epoch_stop(self._open_epoch)
-        self.mllog.end(C.RUN_STOP, metadata={C.STATUS: C.SUCCESS if status == "reached" else C.ABORTED})
+        if self.timeline.intervals and not r.reached:  # the clocks at the end, for a run that never got there
+            end = self.timeline.intervals[-1].end_s
+            for name, reading in read_all(self.timeline.intervals, end).items():
+                fig = r.clocks.setdefault(name, ClockFigure(rules=name))
+                fig.clock_s, fig.start_s = round(reading.seconds, 9), reading.start_s
+                fig.excluded_s = {k: round(v, 9) for k, v in reading.excluded_s.items()}
+                fig.notes = list(reading.notes)
+        # MLPerf's clock stops when the target is reached (the end of that evaluation); otherwise now
+        stop_at = self._target_at_s if status == "reached" and self._target_at_s is not None else self.timeline.now_s()
+        self.mllog.end(C.RUN_STOP, metadata={C.STATUS: C.SUCCESS if status == "reached" else C.ABORTED},
+                       time_ms=self.timeline.epoch_ms(stop_at))
         self.save()
 
     # --- terminal -------------------------------------------------------------------------------------------
