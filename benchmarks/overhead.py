@@ -1,13 +1,15 @@
 """Overhead of `daybreak run` vs a bare PyTorch loop doing the same recipe on the same data.
 
-Both sides: same recipe build, same seed (so the same data order and the same epoch of first reaching the
-target), same prepare/augment/schedule, evaluation excluded from the clock, clock = perf_counter_ns from the
-first touch of training data to the end of the evaluation that reaches the target. Runs are interleaved
-(bare, daybreak, bare, ...) so drift on a shared machine hits both alike; the ratio of medians is printed.
+Both sides: same data load, recipe build, seed (so the same data order and the same epoch of first reaching
+the target), same prepare/augment/schedule. The bare loop keeps two clocks with perf_counter_ns, both started
+just before loading the data: DAWNBench v1's (data loading, model build and training; evaluations excluded) and
+MLPerf's (never paused: evaluations included) up to the end of the evaluation that reaches the target; daybreak's
+figures are its record's ``clocks``. Runs are interleaved (bare, daybreak, bare, ...) so drift on a shared machine
+hits both alike; the ratio of medians is printed for each rule set.
 
     python benchmarks/overhead.py [--task digits] [--repeats 9] [--target 0.98]
 
-Claim (issue 2): time-to-target ratio daybreak / bare <= 1.02.
+Claim (issues 2 and 12): time-to-target ratio daybreak / bare <= 1.02 under both rule sets.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from daybreak.train.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run, seed_everything
 
 
-def bare_time_to_target(task_name: str, seed: int, target: float) -> float:
-    """The plainest loop that does what the recipe says; returns seconds to target (eval excluded)."""
+def bare_time_to_target(task_name: str, seed: int, target: float) -> dict[str, float]:
+    """The plainest loop that does what the recipe says; returns seconds to target under each rule set."""
     task = get_task(task_name)
     recipe = get_recipe(default_recipe_for(task_name))
     hp = recipe.hyperparameters()
     seed_everything(seed)
+    t_start = time.perf_counter_ns()  # both clocks start at the first touch of the data
     data = task.load(None, False, False)
     device = torch.device("cpu")
     setup = recipe.build(hp, data, device)
@@ -42,12 +45,11 @@ def bare_time_to_target(task_name: str, seed: int, target: float) -> float:
     order = torch.Generator().manual_seed(seed)
     aug = torch.Generator().manual_seed(seed + 1)
     base = [g["lr"] for g in setup.optimizer.param_groups]
-    eval_x = setup.prepare(data.eval_x)
-    step, counted_ns = 0, 0
-    t0 = time.perf_counter_ns()
+    step, eval_ns = 0, 0
     train_x = setup.prepare(data.train_x)
     if setup.init_from_data:
         setup.init_from_data(train_x, data.train_y)
+    eval_x = None
     setup.model.train()
     for _ in range(hp["epochs"]):
         perm = torch.randperm(len(train_x), generator=order)
@@ -63,19 +65,22 @@ def bare_time_to_target(task_name: str, seed: int, target: float) -> float:
             loss.backward()
             setup.optimizer.step()
             step += 1
-        counted_ns += time.perf_counter_ns() - t0
+        e0 = time.perf_counter_ns()
+        if eval_x is None:
+            eval_x = setup.prepare(data.eval_x)
         top1, _ = evaluate(setup.model, eval_x, data.eval_y, device=device, predict=setup.predict)
+        e1 = time.perf_counter_ns()
+        eval_ns += e1 - e0
         if top1 >= target:
-            return counted_ns / 1e9
-        t0 = time.perf_counter_ns()
+            return {"mlperf": (e1 - t_start) / 1e9, "dawnbench": (e1 - t_start - eval_ns) / 1e9}
     raise SystemExit("bare loop did not reach the target; pick a lower --target")
 
 
-def daybreak_time_to_target(task_name: str, seed: int, target: float, out: Path) -> float:
+def daybreak_time_to_target(task_name: str, seed: int, target: float, out: Path) -> dict[str, float]:
     r = run(RunConfig(task=task_name, seed=seed, target=target, out=out, quiet=True, device="cpu"))
     if not r.reached:
         raise SystemExit("daybreak run did not reach the target; pick a lower --target")
-    return r.time_to_target_s
+    return {name: fig.time_to_target_s for name, fig in r.clocks.items()}
 
 
 def main() -> int:
@@ -89,21 +94,25 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     target = args.target or get_task(args.task).target
-    bare, ours = [], []
+    bare: list[dict[str, float]] = []
+    ours: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         bare_time_to_target(args.task, args.seed, target)  # warm-up: imports, allocator, caches
+        daybreak_time_to_target(args.task, args.seed, target, Path(tmp) / "warm")
         for i in range(args.repeats):
             bare.append(bare_time_to_target(args.task, args.seed, target))
             ours.append(daybreak_time_to_target(args.task, args.seed, target, Path(tmp) / f"run{i}"))
-            print(f"  repeat {i + 1}/{args.repeats}: bare {bare[-1]:.4f} s  daybreak {ours[-1]:.4f} s", file=sys.stderr)
-    mb, mo = statistics.median(bare), statistics.median(ours)
+            print(f"  repeat {i + 1}/{args.repeats}: bare {bare[-1]}  daybreak {ours[-1]}", file=sys.stderr)
     print(f"task {args.task}, target {target:.4f}, {args.repeats} interleaved repeats, torch threads {torch.get_num_threads()}")
-    print(f"bare loop   time-to-target median {mb:.4f} s (min {min(bare):.4f}, max {max(bare):.4f})")
-    print(f"daybreak    time-to-target median {mo:.4f} s (min {min(ours):.4f}, max {max(ours):.4f})")
-    ratio = mo / mb
-    print(f"ratio of medians daybreak/bare = {ratio:.4f}  (claim: <= 1.02) -> {'OK' if ratio <= 1.02 else 'ABOVE CLAIM'}")
-    # On a shared machine a run is only ever slowed down by others, so the minimum is the least disturbed sample.
-    print(f"ratio of minimums daybreak/bare = {min(ours) / min(bare):.4f}")
+    for rules in ("dawnbench", "mlperf"):
+        b = [x[rules] for x in bare]
+        o = [x[rules] for x in ours]
+        mb, mo = statistics.median(b), statistics.median(o)
+        print(f"[{rules}] bare loop median {mb:.4f} s (min {min(b):.4f}, max {max(b):.4f}); "
+              f"daybreak median {mo:.4f} s (min {min(o):.4f}, max {max(o):.4f})")
+        ratio = mo / mb
+        print(f"[{rules}] ratio of medians daybreak/bare = {ratio:.4f}  (claim: <= 1.02) -> "
+              f"{'OK' if ratio <= 1.02 else 'ABOVE CLAIM'}; ratio of minimums {min(o) / min(b):.4f}")
     return 0
 
 

@@ -281,3 +281,14 @@ def test_compile_happens_in_warm_up_with_no_recompilation_under_the_clock(tmp_pa
     warm = sum(p.end_s - p.start_s for p in r.phases if p.phase == "warmup")
     train = sum(p.end_s - p.start_s for p in r.phases if p.phase == "train")
     assert warm > train  # the compile time is in the warm-up phase, not in training
+
+
+def test_daybreak_time_on_the_runs_own_mllog_gives_the_same_figures(digits_run, tmp_path):
+    out, r = digits_run
+    for rules in ("dawnbench", "mlperf"):
+        assert main(["time", "--task", "digits", "--log", str(out / "mllog.log"), "--rules", rules,
+                     "--out", str(tmp_path / rules), "-q"]) == 0
+        t = RunResult.load(tmp_path / rules)
+        assert t.rules == rules
+        for name in ("dawnbench", "mlperf"):
+            assert abs(t.clocks[name].time_to_target_s - r.clocks[name].time_to_target_s) < 1e-3, name

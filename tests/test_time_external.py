@@ -149,23 +149,118 @@ def _timeline():
     ]
 
 
-def test_analyze_excludes_eval_intervals_and_init():
+def test_analyze_dawnbench_counts_init_and_excludes_eval_intervals():
     a = analyze(_timeline(), target=0.95)
-    assert a.init_s == 2.0
+    assert a.rules == "dawnbench" and a.init_s == 2.0
     assert [e.epoch for e in a.evaluations] == [1, 2, 3]
-    # clock: time since run_start minus completed evaluations (and the target eval's own interval)
-    # eval 1: 12.999 - 2 (run_start) - 0.999 (its interval up to the accuracy's timestamp)
-    assert [e.elapsed_s for e in a.evaluations] == pytest.approx([10.0, 20.0, 30.0])
+    # clock: time since init_start minus completed evaluations (and the target eval's own interval)
+    # eval 1: 12.999 - 0 (init_start) - 0.999 (its interval up to the accuracy's timestamp)
+    assert [e.elapsed_s for e in a.evaluations] == pytest.approx([12.0, 22.0, 32.0])
     assert [e.eval_s for e in a.evaluations] == pytest.approx([0.999, 1.001, 1.0])
     assert a.reached and a.target_eval.index == 2
-    assert a.time_to_target_s == pytest.approx(20.0)  # 23.5 - 2 (run_start) - 1.0 (eval 1) - 0.5 (own eval so far)
+    assert a.time_to_target_s == pytest.approx(22.0)  # 24 (eval 2's eval_stop) - 0 (init_start) - 2 x 1.0 (evals)
     assert a.train_s == pytest.approx(20.0) and a.eval_s == pytest.approx(2.0)
+    assert a.clocks["dawnbench"].excluded_s == {"eval": pytest.approx(2.0)}
+    assert [(i.phase, i.start_s, i.end_s) for i in a.timeline[:3]] == [("model_init", 0.0, 2.0), ("train", 2.0, 12.0),
+                                                                       ("eval", 12.0, 13.0)]
+    assert a.warnings == []
 
 
-def test_analyze_count_eval_runs_to_the_end_of_the_target_evaluation():
-    a = analyze(_timeline(), target=0.95, count_eval=True)
+def test_analyze_mlperf_counts_evaluation_from_run_start():
+    a = analyze(_timeline(), target=0.95, rules="mlperf")
+    # the target evaluation is not the run's last, so the clock stops at its end, not at run_stop
     assert a.time_to_target_s == pytest.approx(22.0)  # eval_stop at 24000 - run_start at 2000
     assert [e.elapsed_s for e in a.evaluations] == pytest.approx([10.999, 22.0, 33.0])
+    assert [e.clock_s["dawnbench"] for e in a.evaluations] == pytest.approx([12.0, 22.0, 32.0])
+    assert a.clocks["mlperf"].start_s == 2.0 and a.clocks["mlperf"].excluded_s == {}
+
+
+# init 10 s, then a run with three evaluations of 2 s each; the third reaches the target; run_stop 250 ms later
+T0_MS = 1_712_345_678_901
+SYNTHETIC = [
+    ("init_start", 0, None, {}), ("init_stop", 10_000, None, {}), ("run_start", 10_000, None, {}),
+    ("eval_start", 30_000, None, {"epoch_num": 1}), ("eval_stop", 32_000, None, {"epoch_num": 1}),
+    ("eval_accuracy", 32_000, 0.90, {"epoch_num": 1}),
+    ("eval_start", 52_000, None, {"epoch_num": 2}), ("eval_stop", 54_000, None, {"epoch_num": 2}),
+    ("eval_accuracy", 54_000, 0.95, {"epoch_num": 2}),
+    ("eval_start", 74_000, None, {"epoch_num": 3}), ("eval_stop", 76_000, None, {"epoch_num": 3}),
+    ("eval_accuracy", 76_000, 0.985, {"epoch_num": 3}),
+    ("run_stop", 76_253, None, {"status": "success"}),
+]
+
+
+def mllog_text(records, t0_ms: int = T0_MS) -> str:
+    """MLPerf result-log lines as mlperf-logging writes them: (key, ms after t0, value, metadata)."""
+    kinds = {"start": "INTERVAL_START", "stop": "INTERVAL_END"}
+    out = []
+    for key, dt_ms, value, md in records:
+        rec = {"namespace": "", "time_ms": t0_ms + dt_ms, "event_type": kinds.get(key.rsplit("_", 1)[-1],
+               "POINT_IN_TIME"), "key": key, "value": value, "metadata": {"file": "train.py", "lineno": 7, **md}}
+        out.append(":::MLLOG " + json.dumps(rec))
+    return "\n".join(out) + "\n"
+
+
+def parsed(text: str) -> list[MllogEvent]:
+    return [e for n, line in enumerate(text.splitlines(), 1) for e in parse_line(line, n)[0]]
+
+
+def test_rule_sets_on_a_synthetic_run():
+    events = parsed(mllog_text(SYNTHETIC))
+    run_start_ms, run_stop_ms = T0_MS + 10_000, T0_MS + 76_253
+    mlperf = analyze(events, target=0.98, rules="mlperf")
+    dawnbench = analyze(events, target=0.98, rules="dawnbench")
+    # MLPerf's own result, exactly: run_stop - run_start (the run stopped, successfully, after its target eval)
+    assert mlperf.time_to_target_s == (run_stop_ms - run_start_ms) / 1000.0 == 66.253
+    # DAWNBench: init_start to the end of the target evaluation, less the three 2 s evaluations
+    assert dawnbench.time_to_target_s == 76.0 - 0.0 - 3 * 2.0 == 70.0
+    for a in (mlperf, dawnbench):  # both clocks are computed whatever the headline
+        assert {n: c.target_s for n, c in a.clocks.items()} == {"dawnbench": 70.0, "mlperf": 66.253}
+        assert [e.clock_s for e in a.evaluations] == [{"dawnbench": 30.0, "mlperf": 22.0},
+                                                      {"dawnbench": 50.0, "mlperf": 44.0},
+                                                      {"dawnbench": 70.0, "mlperf": 66.253}]
+        assert [(i.phase, i.start_s, i.end_s) for i in a.timeline] == [
+            ("model_init", 0.0, 10.0), ("train", 10.0, 30.0), ("eval", 30.0, 32.0), ("train", 32.0, 52.0),
+            ("eval", 52.0, 54.0), ("train", 54.0, 74.0), ("eval", 74.0, 76.0), ("train", 76.0, 76.253)]
+    assert [e.elapsed_s for e in mlperf.evaluations] == [22.0, 44.0, 66.253]
+    assert [e.elapsed_s for e in dawnbench.evaluations] == [30.0, 50.0, 70.0]
+    assert dawnbench.clocks["dawnbench"].excluded_s == {"eval": 6.0} and dawnbench.clocks["mlperf"].start_s == 10.0
+    assert any("run_stop - run_start" in n for n in mlperf.clocks["mlperf"].notes)
+    # a run that ends without status success: MLPerf's clock stops at the target evaluation's end
+    failed = [r if r[0] != "run_stop" else ("run_stop", 76_253, None, {"status": "aborted"}) for r in SYNTHETIC]
+    assert analyze(parsed(mllog_text(failed)), target=0.98, rules="mlperf").time_to_target_s == 66.0
+
+
+def test_mlperf_result_with_an_init_longer_than_the_rules_allow():
+    # 25 minutes of init (MLPerf's rules allow 20 before the clock; its checker does not check; published results
+    # have such inits): the figure stays MLPerf's reported result, and a warning gives the rules' own reading
+    long_init = [(k, t + (25 * 60_000 - 10_000 if t >= 10_000 else 0), v, md) for k, t, v, md in SYNTHETIC]
+    a = analyze(parsed(mllog_text(long_init)), target=0.98, rules="mlperf")
+    assert a.time_to_target_s == 66.253 and [e.elapsed_s for e in a.evaluations] == [22.0, 44.0, 66.253]
+    assert len(a.warnings) == 1 and "more than the MLPerf Training rules allow" in a.warnings[0]
+    assert "would read 366.253 s" in a.warnings[0]  # started at 20 minutes: 5 minutes of init on the clock
+
+
+@pytest.mark.parametrize("rules", ["dawnbench", "mlperf"])
+def test_time_log_records_both_rule_sets(tmp_path, rules):
+    log = tmp_path / "result_0.txt"
+    log.write_text(mllog_text(SYNTHETIC))
+    run_dir = tmp_path / "run"
+    rc = main(["time", "--task", "digits", "--log", str(log), "--out", str(run_dir), "-q", "--rules", rules,
+               "--cost-per-hour", "36"])
+    r, ext = load(run_dir)
+    headline = {"dawnbench": 70.0, "mlperf": 66.253}[rules]
+    assert rc == 0 and r.status == "reached" and r.rules == rules and ext["rules"] == rules
+    assert r.time_to_target_s == headline and r.cost_usd == pytest.approx(headline / 100)
+    assert {n: c.time_to_target_s for n, c in r.clocks.items()} == {"dawnbench": 70.0, "mlperf": 66.253}
+    assert r.clocks["dawnbench"].excluded_s == {"eval": 6.0} and r.clocks["mlperf"].start_s == 10.0
+    assert [h.elapsed_s for h in r.history] == [h.clock_s[rules] for h in r.history]
+    assert [h.clock_s["mlperf"] for h in r.history] == [22.0, 44.0, 66.253]
+    assert [(p.phase, p.start_s, p.end_s) for p in r.phases][:3] == [("model_init", 0.0, 10.0), ("train", 10.0, 30.0),
+                                                                     ("eval", 30.0, 32.0)]
+    title = {"dawnbench": "DAWNBench v1", "mlperf": "MLPerf Training"}[rules]
+    assert r.clock.starts.startswith(title) and r.clock.eval_included == (rules == "mlperf")
+    assert r.warnings == [] and ext["warnings"] == []
+    assert float(tsv_rows(run_dir)[3][1]) == pytest.approx(70.0 / 3600, abs=1e-8)  # DAWNBench's view, always
 
 
 def test_analyze_unclosed_eval_cannot_hide_training():
@@ -254,15 +349,29 @@ def test_time_reaching_program(tmp_path, capfd):
     assert r.command == [sys.executable, str(script)]
     assert r.global_batch_size == 32 and r.seed == 7
     assert r.official and r.target == 0.98 and r.target_is_default
-    # 1050 ms (accuracy line) - 100 (run_start) - 100 (eval 1) - 50 (own eval up to the accuracy line)
-    assert r.time_to_target_s == pytest.approx(0.8)
+    # the timeline starts at the program's launch: model_init runs from there to init_stop (start-up + 100 ms)
+    assert r.rules == "dawnbench" and [p.phase for p in r.phases] == ["model_init", "train", "eval", "train", "eval",
+                                                                      "train"]
+    init_end = r.phases[0].end_s
+    assert r.phases[0].start_s == 0.0 and 0.1 < init_end < 10
+    # DAWNBench: launch to eval 2's eval_stop (1100 ms) less the two 100 ms evaluations
+    assert r.time_to_target_s == pytest.approx(init_end + 0.8, abs=1e-6)
+    assert r.clocks["dawnbench"].start_s == 0.0 and r.clocks["dawnbench"].excluded_s == {"eval": pytest.approx(0.2)}
+    # MLPerf: run_start (100 ms) to run_stop (1150 ms, status success right after the target evaluation)
+    assert r.clocks["mlperf"].time_to_target_s == pytest.approx(1.05, abs=1e-6)
     assert r.epochs_to_target == 2 and r.init_s == pytest.approx(0.1)
-    assert [h.elapsed_s for h in r.history] == pytest.approx([0.4, 0.8])
+    assert [h.elapsed_s for h in r.history] == pytest.approx([init_end + 0.4, init_end + 0.8], abs=1e-6)
+    assert [h.clock_s["mlperf"] for h in r.history] == pytest.approx([0.5, 1.05], abs=1e-6)
     assert [h.eval_s for h in r.history] == pytest.approx([0.1, 0.1])
-    assert r.cost_usd == pytest.approx(0.8 / 3600 * 3.6)
-    assert r.clock.eval_included is False and "cross-checked" in r.clock.timer
-    assert tsv_rows(run_dir) == [["epoch", "hours", "top1Accuracy"],
-                                 ["1", f"{0.4 / 3600:.8f}", "50.00"], ["2", f"{0.8 / 3600:.8f}", "99.00"]]
+    assert r.cost_usd == pytest.approx(r.time_to_target_s / 3600 * 3.6)
+    assert r.clock.eval_included is False and "cross-checked" in r.clock.timer and "launch" in r.clock.starts
+    rows = tsv_rows(run_dir)
+    assert rows[0] == ["epoch", "hours", "top1Accuracy"] and [row[2] for row in rows[1:]] == ["50.00", "99.00"]
+    assert float(rows[2][1]) == pytest.approx((init_end + 0.8) / 3600, abs=1e-8)
+    # live: the program ran here, so the system is this machine's; what the program declared is kept beside it
+    assert r.system.source == "measured" and r.analyzed_on is None
+    assert r.system.declared_fields == {"submission_org": "acme"}
+    assert ext["rules"] == "dawnbench" and ext["warnings"] == []
     assert json.loads((run_dir / "dawnbench.json").read_text())["author"] == "acme"  # the log's submission_org
 
     program_lines = (run_dir / "program.log").read_text().splitlines()
@@ -274,11 +383,15 @@ def test_time_reaching_program(tmp_path, capfd):
     assert ext["returncode"] == 0 and ext["malformed_records"] == 0 and ext["mllog_records"] == 15
 
 
-def test_time_count_eval(tmp_path):
+def test_time_count_eval_is_an_alias_for_rules_mlperf(tmp_path, capfd):
     rc, run_dir = time_cli(tmp_path, write_child(tmp_path, REACHING), "--count-eval")
-    r, _ = load(run_dir)
-    assert rc == 0 and r.time_to_target_s == pytest.approx(1.0)  # to the target eval's eval_stop at 1100 ms
-    assert r.clock.eval_included
+    r, ext = load(run_dir)
+    # MLPerf's result: run_stop (1150 ms, status success after the target evaluation) - run_start (100 ms)
+    assert rc == 0 and r.rules == "mlperf" and r.time_to_target_s == pytest.approx(1.05, abs=1e-6)
+    assert r.clock.eval_included and r.clock.starts.startswith("MLPerf Training")
+    assert ext["rules"] == "mlperf" and ext["count_eval"]
+    assert "--count-eval is deprecated: use --rules mlperf" in capfd.readouterr().err
+    assert main(["time", "--task", "digits", "--count-eval", "--rules", "dawnbench", "--", "true"]) == 2
 
 
 def test_time_never_reaching(tmp_path):
@@ -340,7 +453,7 @@ def test_time_garbage_and_malformed_lines(tmp_path):
         log("run_stop", dt=300)
         sys.stdout.write("last line without newline"); sys.stdout.flush()
     ''')
-    rc, run_dir = time_cli(tmp_path, script)
+    rc, run_dir = time_cli(tmp_path, script, "--rules", "mlperf")
     r, ext = load(run_dir)
     assert rc == 0 and r.status == "reached" and r.time_to_target_s == pytest.approx(0.2)
     assert ext["malformed_records"] == 2 and ext["first_malformed"]["line"] == 4
@@ -358,9 +471,10 @@ def test_time_lying_timestamps_too_slow(tmp_path):
         log("eval_accuracy", 0.99, dt=100_000, epoch_num=1)
         log("run_stop", dt=100_001)
     ''')
-    rc, run_dir = time_cli(tmp_path, script)
+    rc, run_dir = time_cli(tmp_path, script, "--rules", "mlperf")
     r, ext = load(run_dir)
     assert rc == 5 and r.status == "failed" and not r.reached and r.time_to_target_s is None
+    assert all(c.time_to_target_s is None for c in r.clocks.values())
     assert "disagree with the wall clock" in r.message and "claims the target at 100.000 s, not trusted" in r.message
     assert not r.official and any("not trusted" in why for why in r.unofficial_reasons)
     check = ext["clock_check"]
@@ -382,6 +496,20 @@ def test_time_lying_timestamps_too_fast(tmp_path):
     assert ext["clock_check"]["worst_wall_s"] >= 1.1 and ext["clock_check"]["worst_program_s"] < 0.3
 
 
+def test_time_backdated_start_up_is_caught(tmp_path):
+    # 1.2 s of start-up, then run_start stamped as if at the program's start: DAWNBench's clock, which starts at
+    # the launch, would lose that time; the launch is checked against the wall clock too
+    script = write_child(tmp_path, '''
+        time.sleep(1.2)
+        log("run_start", dt=0)
+        log("eval_accuracy", 0.99, dt=10, epoch_num=1)
+    ''')
+    rc, run_dir = time_cli(tmp_path, script, "--clock-tolerance", "1%+0.5s")
+    r, ext = load(run_dir)
+    assert rc == 5 and r.status == "failed" and "after the program's launch" in r.message
+    assert ext["clock_check"]["worst_key"] == "run_start" and ext["clock_check"]["worst_wall_s"] >= 1.1
+
+
 def test_time_honest_slow_program_passes_tight_tolerance(tmp_path):
     script = write_child(tmp_path, '''
         log("run_start")
@@ -390,7 +518,9 @@ def test_time_honest_slow_program_passes_tight_tolerance(tmp_path):
     ''')
     rc, run_dir = time_cli(tmp_path, script, "--clock-tolerance", "10%+0.3s")
     r, ext = load(run_dir)
-    assert rc == 0 and r.status == "reached" and r.time_to_target_s == pytest.approx(0.6, abs=0.15)
+    assert rc == 0 and r.status == "reached" and r.clocks["mlperf"].time_to_target_s == pytest.approx(0.6, abs=0.15)
+    # DAWNBench's clock also holds the program's start-up (launch to run_start)
+    assert r.time_to_target_s == pytest.approx(r.clocks["mlperf"].time_to_target_s + r.phases[0].end_s, abs=1e-5)
     assert ext["clock_check"]["trusted"] and ext["clock_check"]["max_deviation_s"] < 0.3
 
 
@@ -461,12 +591,18 @@ def test_time_from_log_file(tmp_path):
     rc = main(["time", "--task", "digits", "--log", str(log), "--out", str(run_dir), "-q"])
     r, ext = load(run_dir)
     assert rc == 0 and r.status == "reached"
-    assert r.time_to_target_s == pytest.approx(1_320.0 - 60.0 - 60.0)  # minus two 30 s evaluations
+    assert r.time_to_target_s == 1_320.0 - 60.0  # from init_start, minus two 30 s evaluations
+    assert r.clocks["mlperf"].time_to_target_s == 1_321.0 - 60.0  # run_stop - run_start
     assert r.init_s == pytest.approx(60.0) and r.epochs_to_target == 2
     assert [h.accuracy for h in r.history] == pytest.approx([0.915, 0.9825])
-    assert tsv_rows(run_dir)[1:] == [["1", f"{600 / 3600:.8f}", "91.50"], ["2", f"{1200 / 3600:.8f}", "98.25"]]
+    assert tsv_rows(run_dir)[1:] == [["1", f"{660 / 3600:.8f}", "91.50"], ["2", f"{1260 / 3600:.8f}", "98.25"]]
     assert not r.official and any("not cross-checked" in why for why in r.unofficial_reasons)
     assert "not cross-checked" in r.clock.timer and r.framework == "unknown" and r.model == "external"
+    # the log declares no platform: the program's hardware is unknown, not the analysing machine's
+    assert r.system.source == "declared" and r.system.hardware_summary() == "unknown (not declared)"
+    assert r.analyzed_on is not None and r.analyzed_on.source == "measured"
+    assert any("declares no submission_platform" in n for n in r.data_notes)
+    assert "the log has no seed" in r.data_notes
     assert r.started_at.year == 2023 and r.total_s == pytest.approx(1321.0)
     assert ext["mode"] == "log" and not ext["clock_check"]["checked"] and ext["submission"] == {
         "submission_benchmark": "resnet"}
@@ -474,6 +610,82 @@ def test_time_from_log_file(tmp_path):
     assert not (run_dir / "program.log").exists()
     assert r.command == ["daybreak", "time", "--task", "digits", "--log", str(log), "--out", str(run_dir), "-q"]
     assert len((run_dir / "mllog.log").read_text().splitlines()) == len(lines)
+
+
+# A result log in the format of MLPerf Training's published results (v4.0): what the program declares about the
+# system it ran on (submission_*), its seed, one accuracy metric (eval_accuracy), blocks of evaluations.
+PLATFORM = "8xNVIDIA H100-SXM5-80GB"
+MLPERF_RESULT = [
+    ("cache_clear", 0, True, {}), ("init_start", 5, None, {}),
+    ("submission_benchmark", 6, "resnet", {}), ("submission_division", 6, "closed", {}),
+    ("submission_org", 6, "Acme Systems", {}), ("submission_platform", 6, PLATFORM, {}),
+    ("submission_status", 6, "onprem", {}), ("submission_framework", 6, "PyTorch NVIDIA Release 24.04", {}),
+    ("submission_poc_name", 6, "A. Person", {}), ("submission_poc_email", 6, "a.person@example.com", {}),
+    ("seed", 7, 4242, {}), ("global_batch_size", 7, 3264, {}), ("train_samples", 7, 1_281_167, {}),
+    ("init_stop", 181_337, None, {}), ("run_start", 181_337, None, {}),
+    ("block_start", 181_340, None, {"first_epoch_num": 1, "epoch_count": 4}),
+    ("eval_start", 300_000, None, {"epoch_num": 4}), ("eval_stop", 303_211, None, {"epoch_num": 4}),
+    ("eval_accuracy", 303_212, 0.6125, {"epoch_num": 4}), ("block_stop", 303_213, None, {"first_epoch_num": 1}),
+    ("block_start", 303_214, None, {"first_epoch_num": 5, "epoch_count": 4}),
+    ("eval_start", 420_000, None, {"epoch_num": 8}), ("eval_stop", 423_105, None, {"epoch_num": 8}),
+    ("eval_accuracy", 423_106, 0.9812, {"epoch_num": 8}), ("block_stop", 423_107, None, {"first_epoch_num": 5}),
+    ("run_stop", 423_109, None, {"status": "success"}),
+]
+
+
+def test_time_log_of_a_published_mlperf_result(tmp_path):
+    from daybreak.measure.system import system_info
+
+    log = tmp_path / "result_0.txt"
+    log.write_text("+ python train.py --seed 4242\n" + mllog_text(MLPERF_RESULT) + "ENDING TIMING RUN\n")
+    run_dir = tmp_path / "run"
+    rc = main(["time", "--task", "digits", "--log", str(log), "--out", str(run_dir), "-q", "--rules", "mlperf"])
+    r, ext = load(run_dir)
+    assert rc == 0 and r.status == "reached"
+    # MLPerf's own result, exactly
+    assert r.time_to_target_s == (423_109 - 181_337) / 1000.0
+    # DAWNBench: init_start to the target evaluation's accuracy line, less the two evaluations
+    assert r.clocks["dawnbench"].time_to_target_s == pytest.approx((423_106 - 5 - 3_211 - 3_105) / 1000.0, abs=1e-6)
+    # the program's system is the one the log declares; the machine that read the log is analyzed_on
+    assert r.system.source == "declared" and r.system.hardware_summary() == PLATFORM
+    assert r.system.framework == r.framework == "PyTorch NVIDIA Release 24.04"
+    assert r.system.declared_fields["submission_org"] == "Acme Systems"
+    assert r.system.declared_fields["submission_poc_name"] == "A. Person"
+    assert r.analyzed_on is not None and r.analyzed_on.source == "measured"
+    assert r.analyzed_on.hardware_summary() == system_info().hardware_summary()
+    assert json.loads((run_dir / "dawnbench.json").read_text())["hardware"] == PLATFORM
+    assert r.seed == 4242 and "the log has no seed" not in r.data_notes
+    # one accuracy metric in the log: one accuracy column (digits is a top-1 task)
+    assert all(h.top1 == h.accuracy and h.top5 is None for h in r.history)
+    rows = tsv_rows(run_dir)
+    assert rows[0] == ["epoch", "hours", "top1Accuracy"] and all(len(row) == 3 for row in rows)
+    assert [row[2] for row in rows[1:]] == ["61.25", "98.12"]
+    assert r.warnings == [] and r.epochs_to_target == 8
+
+    # the same log for a top-5 task: the accuracy goes to top5 only, never copied into top1
+    rc = main(["time", "--task", "imagenet", "--target", "0.9", "--log", str(log), "--out", str(tmp_path / "top5"),
+               "-q"])
+    r5 = RunResult.load(tmp_path / "top5")
+    assert rc == 0 and r5.metric == "top5" and all(h.top5 == h.accuracy and h.top1 is None for h in r5.history)
+
+
+def test_time_log_without_eval_intervals_warns(tmp_path, capsys):
+    no_intervals = [r for r in SYNTHETIC if r[0] not in ("eval_start", "eval_stop")]
+    log = tmp_path / "result_0.txt"
+    log.write_text(mllog_text(no_intervals))
+    run_dir = tmp_path / "run"
+    rc = main(["time", "--task", "digits", "--log", str(log), "--out", str(run_dir), "-q"])
+    r, ext = load(run_dir)
+    assert rc == 0 and len(r.warnings) == 1 and "no eval_start/eval_stop intervals" in r.warnings[0]
+    assert ext["warnings"] == r.warnings
+    assert f"daybreak: warning: {r.warnings[0]}" in capsys.readouterr().err
+    # evaluation could not be excluded: under dawnbench it counts as training
+    assert r.time_to_target_s == 76.0 and r.clocks["dawnbench"].excluded_s == {}
+    assert any("count as training" in n for n in r.clocks["dawnbench"].notes)
+    # --count-eval is still there, as --rules mlperf
+    rc = main(["time", "--task", "digits", "--log", str(log), "--out", str(tmp_path / "alias"), "-q", "--count-eval"])
+    alias = RunResult.load(tmp_path / "alias")
+    assert rc == 0 and alias.rules == "mlperf" and alias.time_to_target_s == 66.253
 
 
 def test_time_usage_errors(tmp_path, capsys, monkeypatch):
@@ -583,12 +795,16 @@ def test_time_real_pytorch_program_with_mlperf_logging(tmp_path):
     accs = by_key("eval_accuracy")
     k = next(i for i, ll in enumerate(accs) if ll.value["value"] >= 0.9)
     excluded = sum(stop.timestamp - start.timestamp for start, stop in zip(starts[:k + 1], stops[:k + 1]))
-    expected = (accs[k].timestamp - run_start - excluded) / 1000.0
-    assert r.time_to_target_s == pytest.approx(expected, abs=1e-9)
+    since_run_start = (accs[k].timestamp - run_start - excluded) / 1000.0
+    # DAWNBench's clock starts at the launch: add the time from there to run_start on the record's timeline
+    run_start_s = next(p.start_s for p in r.phases if p.phase == "train")
+    expected = run_start_s + since_run_start
+    assert r.time_to_target_s == pytest.approx(expected, abs=1e-5)
     assert r.epochs_to_target == accs[k].value["metadata"]["epoch_num"]
     assert [round(h.accuracy, 6) for h in r.history] == [round(ll.value["value"], 6) for ll in accs]
     rows = tsv_rows(run_dir)
     assert len(rows) == 7 and rows[k + 1][2] == f"{accs[k].value['value'] * 100:.2f}"
     assert float(rows[k + 1][1]) == pytest.approx(expected / 3600, abs=1e-8)
+    assert r.warnings == []  # it logs its eval intervals
     program = (run_dir / "program.log").read_text()
     assert program.count(":::MLLOG") == len(loglines)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
+from daybreak.options import add_rules_argument
 
 DEFAULT_ANALYSIS_DIR = Path("analysis")
 
@@ -20,7 +21,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("options of each run (as for `daybreak run`)")
     g.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE", default=[],
                    help="override a recipe hyperparameter (repeatable)")
-    g.add_argument("--target", type=float, help="target accuracy, fraction or percent (default: the task's)")
+    g.add_argument("--target", help="target accuracy: a fraction in (0, 1] or a percent with %% (default: the task's)")
     g.add_argument("--seed-start", type=int, default=0, help="first seed; runs use seeds S, S+1, ...")
     g.add_argument("--data-dir", type=Path, help="folder holding the task's files")
     g.add_argument("--allow-custom-data", action="store_true", help="accept files that fail the official checksums")
@@ -32,7 +33,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval-every", dest="eval_every_epochs", type=int, default=1, metavar="N",
                    help="evaluate every N epochs")
     g.add_argument("--eval-every-steps", type=int, metavar="N", help="evaluate every N optimizer steps instead")
-    g.add_argument("--count-eval", action="store_true", help="count evaluation time in time-to-target")
+    add_rules_argument(g)
     g.add_argument("--full-schedule", action="store_true",
                    help="train the whole schedule (needed to see thresholds above the target)")
     g.add_argument("--cost-per-hour", type=float, metavar="USD", help="price of the machine per hour")
@@ -42,14 +43,16 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 def _repeat_options(args: argparse.Namespace, task: str, out: Path, runs: int, recipe: str | None):
     from daybreak.analysis.repeat import RepeatOptions
     from daybreak.recipes import default_recipe_for, get_recipe, parse_overrides
-    from daybreak.train.runner import RunConfig
+    from daybreak.options import resolve_rules
+    from daybreak.train.runner import RunConfig, parse_target
 
     r = get_recipe(recipe or default_recipe_for(task))
     template = RunConfig(
-        task=task, recipe=r.name, overrides=parse_overrides(args.overrides, r.defaults), target=args.target,
+        task=task, recipe=r.name, overrides=parse_overrides(args.overrides, r.defaults),
+        target=None if args.target is None else parse_target(args.target), rules=resolve_rules(args),
         data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
         device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
-        eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps, count_eval=args.count_eval,
+        eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
         full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour, instance=args.instance,
         command=["daybreak", *args.argv],
     )
@@ -162,13 +165,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="evaluate a run's checkpoint on another labelled set (generalization)",
         description="Rebuild the run's model from checkpoint.pt, read another data set in the task's format from "
                     "--data-dir with the task's own loader (never downloads) and measure the task's metric on "
-                    "its eval split. Appends an entry to RUN_DIR/generalization.json with the original accuracy "
-                    "and the difference.",
+                    "its eval split. Without --data-dir: the data the run itself read (result.json's data_source), "
+                    "a re-check of the checkpoint. Appends an entry to RUN_DIR/generalization.json with the "
+                    "original accuracy and the difference.",
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    p.add_argument("--data-dir", type=Path, required=True, help="folder with the other set's files")
+    p.add_argument("--data-dir", type=Path,
+                   help="folder with the other set's files (default: the folder the run read)")
     p.add_argument("--allow-custom-data", action="store_true",
-                   help="accept files that do not match the official checksums (needed for any other set)")
+                   help="accept files that do not match the official checksums (needed for any other set; not for "
+                        "the run's own folder when the run was made with this flag)")
     p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps")
     p.add_argument("--amp", default="auto", choices=["auto", "off", "bf16", "fp16"], help="autocast precision")
     p.add_argument("--threads", type=int, help="torch intra-op CPU threads")
@@ -201,7 +207,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write OUT/index.html and OUT/report.md (plots as PNG files beside them): runs table and "
                     "accuracy-vs-time curves, stability summaries of repeat directories, threshold sensitivity, "
                     "lesion tables and bars, scaling of sweeps (and of runs at several device counts), the "
-                    "roofline of runs and sweep configurations, generalization results.",
+                    "roofline of runs and sweep configurations, the inference record of each run (`daybreak "
+                    "infer`: latency percentiles, throughput, cost, re-checked accuracy), generalization results. "
+                    "A section that cannot be made says why in one line.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="run, repeat, lesion or sweep directories")
     p.add_argument("--out", type=Path, required=True, help="report directory")

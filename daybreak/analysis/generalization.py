@@ -1,8 +1,9 @@
-"""`daybreak evaluate RUN_DIR --data-dir D`: a trained model on another labelled set of the task's format.
+"""`daybreak evaluate RUN_DIR [--data-dir D]`: a trained model on another labelled set of the task's format.
 
 The run's checkpoint (saved when it first reached the target) is rebuilt with
 :func:`daybreak.infer.latency.load_for_inference`, the other set is read by the task's own loader from ``D``
-(never downloaded) and the model is evaluated on its eval split with :func:`daybreak.train.evaluate.evaluate`
+(never downloaded; without ``--data-dir``, the folder the run itself read, see daybreak.infer.run_data) and the
+model is evaluated on its eval split with :func:`daybreak.train.evaluate.evaluate`
 (the recipe's test-time ``predict`` included, as in training). The accuracy is appended to
 ``RUN_DIR/generalization.json`` (a list, one entry per evaluation) beside the checkpoint's own accuracy.
 """
@@ -30,13 +31,14 @@ class GeneralizationEntry(BaseModel):
     recipe: str
     model: str
     metric: str
-    data_dir: str  # as given
+    data_dir: str  # as given (without --data-dir: the run's own data folder, or its source for digits)
     data_dir_resolved: str
+    data_default: bool = False  # no --data-dir: the data the run itself read
     data_source: str
     data_official: bool
     n: int  # examples evaluated (the other set's eval split)
     accuracy: float  # the task's metric on the other set
-    top1: float
+    top1: float | None = None  # classification tasks
     top5: float | None = None
     original_accuracy: float | None  # the checkpoint's accuracy on the task's own eval set
     original_data_source: str = ""
@@ -64,7 +66,7 @@ def load_entries(run_dir: Path) -> list[GeneralizationEntry]:
         raise RecordError(f"{path}: not a readable generalization record ({str(e).splitlines()[0][:160]})") from None
 
 
-def evaluate_run(run_dir: str | Path, data_dir: str | Path, *, allow_custom_data: bool = False,
+def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, allow_custom_data: bool = False,
                  device: str = "auto", amp: str = "auto", threads: int | None = None,
                  command: list[str] | None = None, write: bool = True) -> GeneralizationEntry:
     from daybreak.infer.latency import load_for_inference
@@ -72,15 +74,16 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path, *, allow_custom_data
     from daybreak.measure.system import system_info
     from daybreak.train.evaluate import evaluate
 
-    run_dir, data_dir = Path(run_dir), Path(data_dir)
-    if not data_dir.exists():
+    run_dir = Path(run_dir)
+    data_dir = None if data_dir is None else Path(data_dir)
+    if data_dir is not None and not data_dir.exists():
         raise ConfigError(f"--data-dir {data_dir}: no such directory")
-    if not data_dir.is_dir():
+    if data_dir is not None and not data_dir.is_dir():
         raise ConfigError(f"--data-dir {data_dir}: not a directory (give the folder holding the task's files)")
     from daybreak.records.run import RunResult
 
     result = RunResult.load(run_dir) if run_dir.is_dir() else None
-    if result is not None and result.task == "digits":
+    if result is not None and result.task == "digits" and data_dir is not None:
         raise ConfigError("task digits reads scikit-learn's bundled set and has no --data-dir; "
                           "evaluate a run of a task with data files (mnist, cifar10)")
     set_threads(threads)
@@ -88,17 +91,24 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path, *, allow_custom_data
     loaded = load_for_inference(run_dir, device=device, amp=amp, data_dir=data_dir, download=False,
                                 allow_custom_data=allow_custom_data)
     if loaded.n == 0:
-        raise ConfigError(f"--data-dir {data_dir}: the eval split is empty")
-    top1, top5 = evaluate(loaded.model, loaded.inputs, loaded.labels, device=loaded.device, amp=loaded.amp,
-                          predict=loaded.predict, top5=loaded.top5)
+        raise ConfigError(f"{data_dir or loaded.data_source}: the eval split is empty")
+    used = data_dir if data_dir is not None else loaded.data_dir
     run = loaded.result
-    accuracy = top5 if run.metric == "top5" and top5 is not None else top1
+    if loaded.score_predictions is not None:  # e.g. SQuAD: F1 of the answers decoded from the model's outputs
+        metrics = loaded.score_predictions(_outputs(loaded))
+        accuracy, top1, top5 = metrics[run.metric], metrics.get("top1"), metrics.get("top5")
+    else:
+        top1, top5 = evaluate(loaded.model, loaded.inputs, loaded.labels, device=loaded.device, amp=loaded.amp,
+                              predict=loaded.predict, top5=loaded.top5)
+        accuracy = top5 if run.metric == "top5" and top5 is not None else top1
     original = loaded.checkpoint.get("accuracy")
     if not isinstance(original, (int, float)):
         original = run.final_accuracy
     entry = GeneralizationEntry(
         run_id=run.run_id, task=run.task, recipe=run.recipe, model=run.model, metric=run.metric,
-        data_dir=str(data_dir), data_dir_resolved=str(data_dir.resolve()), data_source=loaded.data_source,
+        data_dir=str(used) if used is not None else loaded.data_source,
+        data_dir_resolved=str(used.resolve()) if used is not None else loaded.data_source,
+        data_default=data_dir is None, data_source=loaded.data_source,
         data_official=loaded.data_official, n=loaded.n, accuracy=accuracy, top1=top1, top5=top5,
         original_accuracy=original, original_data_source=run.data_source,
         difference=None if original is None else accuracy - original,
@@ -114,11 +124,23 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path, *, allow_custom_data
     return entry
 
 
+def _outputs(loaded, batch_size: int = 64):
+    """The model's raw outputs (float32, host) for every prepared eval input, in order."""
+    import torch
+
+    from daybreak.infer.latency import make_classifier
+
+    classify = make_classifier(loaded)
+    with torch.inference_mode():
+        return torch.cat([classify(loaded.inputs[i : i + batch_size]) for i in range(0, loaded.n, batch_size)])
+
+
 def format_entry(e: GeneralizationEntry) -> str:
     orig = "-" if e.original_accuracy is None else f"{e.original_accuracy * 100:.2f}%"
     diff = "-" if e.difference is None else f"{e.difference * 100:+.2f} points"
     return "\n".join([
-        f"{e.run_id}: {e.task} / {e.recipe} evaluated on {e.data_dir} ({e.n} examples"
+        f"{e.run_id}: {e.task} / {e.recipe} evaluated on {e.data_dir}"
+        + (" (the run's own data)" if e.data_default else "") + f" ({e.n} examples"
         + ("" if e.data_official else ", custom data") + ")",
         f"  accuracy         {e.accuracy * 100:.2f}% {e.metric} (original eval set: {orig}; difference {diff})",
     ])

@@ -46,7 +46,7 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def _legend(ax: Any, n: int, outside: bool = False) -> None:
-    if not 0 < n <= 24:
+    if not 0 < n <= 24 or not ax.get_legend_handles_labels()[0]:  # nothing labelled (e.g. no run reached any)
         return
     if outside:  # beside the axes, so that it never hides a point
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)

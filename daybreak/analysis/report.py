@@ -1,11 +1,14 @@
 """`daybreak report PATHS... --out DIR`: index.html + report.md with every table and plot that applies.
 
 For run directories: a run table and accuracy-vs-time curves, the threshold-sensitivity table and curve, the
-roofline of each run (ceilings from ``daybreak peak``'s cache or ``--peak``), generalization results if any;
+roofline of each run (ceilings from ``daybreak peak``'s cache or ``--peak``), the inference record of each run
+(``daybreak infer``: latency percentiles, throughput, cost, re-checked accuracy; or how to make one),
+generalization results if any;
 for repeat directories also the stability summary and its plot; for lesion directories the lesion table and
 bars; for sweep directories the throughput scaling table and plot and the roofline of every configuration; runs
-at several device counts add a time-to-target vs time-per-epoch scaling table. Every string taken from a record
-is HTML-escaped; the plots are PNG files beside index.html.
+at several device counts add a time-to-target vs time-per-epoch scaling table. A section that cannot be made
+says why in one line (the rest of the report stands). Every string taken from a record is HTML-escaped; the plots
+are PNG files beside index.html.
 """
 
 from __future__ import annotations
@@ -114,11 +117,6 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.2f}%"
 
 
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:200]}" if text else type(e).__name__
-
-
 def run_table(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "task", "recipe", "model", "status", "target", "time to target", "epochs", "final acc.",
               "best acc.", "device", "amp", "devices", "hardware", "official", "path"]
@@ -170,11 +168,151 @@ def generalization_table(runs: list[LoadedRun]) -> tuple[list[str], list[list[st
     return ["run", "data dir", "n", "accuracy", "original", "difference", "official data", "evaluated"], body
 
 
+def _why(e: BaseException) -> str:
+    """One line saying why something could not be made: a daybreak error's own message; for anything else its
+    first line and its type (a bug to report), never a traceback."""
+    text = str(e).strip()
+    line = text.splitlines()[0].strip() if text else ""
+    if len(line) > 240:
+        line = line[:237] + "..."
+    if isinstance(e, DaybreakError):
+        return line or type(e).__name__
+    return f"{line or 'no message'} (unexpected {type(e).__name__} inside daybreak; please report it)"
+
+
+def _ms(value: float | None) -> str:
+    """Milliseconds as `daybreak infer` prints them."""
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if value < 1 else f"{value:.3f}" if value < 100 else f"{value:.1f}"
+
+
+INFER_HINT = ("run `daybreak infer RUN_DIR` to measure batch-1 latency, throughput and cost of the run's checkpoint "
+              "(it writes RUN_DIR/inference.json)")
+
+
+def inference_section(runs: list[LoadedRun]) -> Section:
+    """Latency percentiles, throughput, cost and the re-checked accuracy of every run with an inference.json."""
+    from daybreak.records.inference import INFERENCE_FILE, InferenceResult
+
+    s = Section("Inference")
+    labels = unique_labels(runs)
+    body, missing, problems, extra = [], [], [], []
+    first = None
+    for run in runs:
+        label = labels[run.path]
+        if not (run.path / INFERENCE_FILE).is_file():
+            missing.append(label)
+            continue
+        try:
+            r = InferenceResult.load(run.path)
+        except DaybreakError as e:
+            problems.append(f"{label}: {_why(e)}")
+            continue
+        first = first or r
+        lat, t = r.latency, r.throughput
+        cost = "-" if r.cost_per_10k_usd is None else f"${r.cost_per_10k_usd:.4g}" + (
+            f" ({r.instance})" if r.instance else f" (at ${r.cost_per_hour:.3f}/h)" if r.cost_per_hour else "")
+        body.append([
+            label, f"{r.n_examples:,}", _ms(lat.mean_ms), _ms(lat.p50_ms), _ms(lat.p90_ms), _ms(lat.p99_ms),
+            _ms(lat.max_ms),
+            "-" if t is None else f"{t.examples_per_s:,.1f} examples/s (batch {t.batch_size})", cost,
+            f"{r.accuracy * 100:.2f}% {r.metric}", f"{r.target * 100:.2f}%",
+            "yes" if r.valid else f"no: {r.reason or 'below the target'}",
+            f"{r.settings.device}, {r.settings.amp}" + (", compiled" if r.settings.compile else ""),
+        ])
+        if r.loadgen is not None:
+            ss, off = r.loadgen.single_stream, r.loadgen.offline
+            parts = []
+            if ss is not None:
+                parts.append(f"SingleStream p90 {_ms(ss.p90_ms)} ms ({'VALID' if ss.valid else 'INVALID'})")
+            if off is not None:
+                parts.append("Offline " + ("-" if off.samples_per_s is None else f"{off.samples_per_s:,.1f}")
+                             + f" samples/s ({'VALID' if off.valid else 'INVALID'})")
+            if parts:
+                extra.append(f"{label}: MLCommons LoadGen {'; '.join(parts)}.")
+    if body:
+        s.table(["run", "examples", "mean (ms)", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "throughput",
+                 "cost per 10,000", "accuracy (re-checked)", "target", "valid", "device"], body)
+        assert first is not None
+        s.text("Latency: every example of the eval set classified one at a time (batch 1), nearest-rank "
+               f"percentiles; mean = total / N (DAWNBench's figure). Timed: {first.clock_included}. Not timed: "
+               f"{first.clock_excluded}.")
+        s.text("Throughput: whole passes over the eval set at the batch shown (median pass). Cost: mean latency x the "
+               "price per hour, for 10,000 examples (DAWNBench's inference cost). Accuracy: the run's metric on the "
+               "very predictions that were timed; valid when at or above the run's target.")
+        for line in extra:
+            s.text(line)
+    for line in problems:
+        s.text(line)
+    if missing and not body and not problems:
+        s.text(f"No inference record in {'this run' if len(runs) == 1 else 'these runs'}: {INFER_HINT}.")
+    elif missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        s.text(f"No inference record for {shown}: {INFER_HINT}.")
+    return s
+
+
+def roofline_section(got: ReportInputs, out: Path, images: list[Path], *, peak_file: Path | None,
+                     measure_peak: bool, command: list[str] | None,
+                     log: Callable[[str], None] | None) -> Section:
+    from daybreak.analysis import plots
+    from daybreak.analysis import roofline as rl
+
+    finder = rl.PeakFinder(peak_file, measure=measure_peak, log=log)
+    points, peaks, rnotes = [], {}, []
+    profiles: dict = {}
+    labels = unique_labels(got.runs)
+    for run in got.runs:
+        try:
+            point, peak = rl.run_point(run.path, run.result, finder, None, profiles, labels[run.path])
+            points.append(point)
+            if peak is not None:
+                peaks[peak.machine_key] = peak
+        except Exception as e:  # noqa: BLE001 - one run that cannot be rebuilt must not sink the report
+            rnotes.append(f"{labels[run.path]}: no roofline point: {_why(e)}")
+    for folder in got.sweeps:
+        try:
+            pts, pks = rl.sweep_points(folder, finder, log)
+            points += pts
+            for pk in pks:
+                peaks[pk.machine_key] = pk
+        except Exception as e:  # noqa: BLE001
+            rnotes.append(f"{folder}: no roofline points: {_why(e)}")
+    s = Section("Roofline")
+    if not points:
+        for n in rnotes:
+            s.text(n)
+        return s
+    analysis = rl.RooflineAnalysis(points=points, peaks=list(peaks.values()), notes=rnotes,
+                                   provenance=provenance([p.source for p in points], command))
+    atomic_write_text(out / rl.JSON_FILE, analysis.model_dump_json(indent=2) + "\n")
+    s.table(*rl.table_rows(analysis))
+    try:
+        images.append(plots.roofline_plot(analysis, out / "roofline.png"))
+        s.image("roofline.png", "roofline with each run or configuration")
+    except Exception as e:  # noqa: BLE001 - the table stands without its plot
+        s.text(f"No roofline plot: {_why(e)}")
+    s.text("FLOPs: " + analysis.flops_method + ".")
+    s.text("Bytes: " + analysis.bytes_method + ".")
+    s.text("Achieved: " + analysis.achieved_method + ".")
+    grouped: dict[str, list[str]] = {}
+    for p in points:
+        for n in p.notes:
+            grouped.setdefault(n, []).append(p.label)
+    for n, point_labels in grouped.items():
+        s.text(f"{point_labels[0]}: {n}" if len(point_labels) == 1 else f"{len(point_labels)} points: {n}")
+    if not any(p.peak_flops_per_s for p in points):
+        s.text("No peak measurement for these devices: run `daybreak peak` on that machine, or pass --peak.")
+    for n in rnotes:
+        s.text(n)
+    return s
+
+
 def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None = None, measure_peak: bool = False,
                  roofline: bool = True, command: list[str] | None = None,
                  log: Callable[[str], None] | None = None) -> list[Path]:
     from daybreak.analysis import plots
-    from daybreak.analysis import roofline as rl
     from daybreak.analysis import scaling as sc
     from daybreak.analysis import threshold as th
     from daybreak.analysis.lesion import table_rows as lesion_rows
@@ -187,18 +325,31 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
     images: list[Path] = []
     notes: list[str] = []
 
+    def add(title: str, make: Callable[[], Section | None]) -> None:
+        """One section; if it cannot be made, the section says why in one line (the rest of the report stands)."""
+        try:
+            made = make()
+        except Exception as e:  # noqa: BLE001 - a failing section must not sink the report
+            made = Section(title)
+            made.text(f"This section could not be made: {_why(e)}")
+        if made is not None:
+            sections.append(made)
+
     inputs = Section("Inputs")
     inputs.table(["path", "kind"], [[p, k] for p, k in got.kinds])
     sections.append(inputs)
 
-    if got.runs:
+    def runs_section() -> Section:
         s = Section("Runs")
         s.table(*run_table(got.runs))
         images.append(plots.curves_plot(got.runs, out / "curves.png"))
         s.image("curves.png", "accuracy against training time of every run")
-        sections.append(s)
+        return s
 
-    for i, (folder, summary) in enumerate(got.repeats):
+    if got.runs:
+        add("Runs", runs_section)
+
+    def repeat_section(i: int, folder: Path, summary: Any) -> Section:
         s = Section(f"Stability: {summary.task} / {summary.recipe} ({folder})")
         s.table(*repeat_table(summary))
         name = f"repeat-{i}.png"
@@ -206,12 +357,16 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         s.image(name, "time to target of each seed with the mean and its confidence interval")
         if not summary.complete:
             s.text("This repeat is incomplete: some seeds have not run yet.")
-        sections.append(s)
+        return s
+
+    for i, (folder, summary) in enumerate(got.repeats):
+        add(f"Stability ({folder})", lambda i=i, folder=folder, summary=summary: repeat_section(i, folder, summary))
 
     by_task: dict[str, list[LoadedRun]] = {}
     for run in got.runs:
         by_task.setdefault(run.result.task, []).append(run)
-    for i, (task_name, task_runs) in enumerate(by_task.items()):
+
+    def threshold_section(i: int, task_name: str, task_runs: list[LoadedRun]) -> Section:
         a = th.analyze_threshold([], runs=task_runs, command=command)
         s = Section("Threshold sensitivity" + (f": {task_name}" if len(by_task) > 1 else ""))
         if len(a.runs) <= MAX_RUN_COLUMNS:
@@ -226,25 +381,31 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         s.text(a.method + ".")
         for n in a.notes:
             s.text(n)
-        sections.append(s)
+        return s
 
-    for i, (folder, lesion) in enumerate(got.lesions):
+    for i, (task_name, task_runs) in enumerate(by_task.items()):
+        add("Threshold sensitivity" + (f": {task_name}" if len(by_task) > 1 else ""),
+            lambda i=i, task_name=task_name, task_runs=task_runs: threshold_section(i, task_name, task_runs))
+
+    def lesion_section(i: int, folder: Path, lesion: Any) -> Section:
         s = Section(f"Lesion study: {lesion.recipe} ({folder})")
         s.table(*lesion_rows(lesion))
         name = f"lesion-{i}.png"
         images.append(plots.lesion_plot(lesion, out / name))
         s.image(name, "time-to-target ratio and final accuracy of each variant")
         s.text(lesion.method + ".")
-        sections.append(s)
+        return s
 
-    scaling = None
-    if got.sweeps or len({r.result.world_size for r in got.runs}) > 1:
+    for i, (folder, lesion) in enumerate(got.lesions):
+        add(f"Lesion study ({folder})", lambda i=i, folder=folder, lesion=lesion: lesion_section(i, folder, lesion))
+
+    def scaling_section() -> Section | None:
         try:
             scaling = sc.analyze_scaling([str(p) for p in got.sweeps], command=command,
                                          runs=got.runs if len({r.result.world_size for r in got.runs}) > 1 else None)
         except DaybreakError as e:
             notes.append(f"scaling: {e}")
-    if scaling is not None:
+            return None
         s = Section("Scaling")
         if scaling.throughput:
             s.table(*sc.throughput_table(scaling))
@@ -255,59 +416,28 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         s.text(scaling.method + ".")
         for n in scaling.notes:
             s.text(n)
-        sections.append(s)
+        return s
+
+    if got.sweeps or len({r.result.world_size for r in got.runs}) > 1:
+        add("Scaling", scaling_section)
 
     if roofline and (got.runs or got.sweeps):
-        finder = rl.PeakFinder(peak_file, measure=measure_peak, log=log)
-        points, peaks, rnotes = [], {}, []
-        profiles: dict = {}
-        labels = unique_labels(got.runs)
-        for run in got.runs:
-            try:
-                point, peak = rl.run_point(run.path, run.result, finder, None, profiles, labels[run.path])
-                points.append(point)
-                if peak is not None:
-                    peaks[peak.machine_key] = peak
-            except Exception as e:  # noqa: BLE001 - one run that cannot be rebuilt must not sink the report
-                rnotes.append(f"{run.path}: no roofline point ({_one_line(e)})")
-        for folder in got.sweeps:
-            try:
-                pts, pks = rl.sweep_points(folder, finder, log)
-                points += pts
-                for pk in pks:
-                    peaks[pk.machine_key] = pk
-            except Exception as e:  # noqa: BLE001
-                rnotes.append(f"{folder}: no roofline points ({_one_line(e)})")
-        if points:
-            analysis = rl.RooflineAnalysis(points=points, peaks=list(peaks.values()), notes=rnotes,
-                                           provenance=provenance([p.source for p in points], command))
-            atomic_write_text(out / rl.JSON_FILE, analysis.model_dump_json(indent=2) + "\n")
-            s = Section("Roofline")
-            s.table(*rl.table_rows(analysis))
-            images.append(plots.roofline_plot(analysis, out / "roofline.png"))
-            s.image("roofline.png", "roofline with each run or configuration")
-            s.text("FLOPs: " + analysis.flops_method + ".")
-            s.text("Bytes: " + analysis.bytes_method + ".")
-            s.text("Achieved: " + analysis.achieved_method + ".")
-            grouped: dict[str, list[str]] = {}
-            for p in points:
-                for n in p.notes:
-                    grouped.setdefault(n, []).append(p.label)
-            for n, labels in grouped.items():
-                s.text(f"{labels[0]}: {n}" if len(labels) == 1 else f"{len(labels)} points: {n}")
-            if not any(p.peak_flops_per_s for p in points):
-                s.text("No peak measurement for these devices: run `daybreak peak` on that machine, or pass --peak.")
-            for n in rnotes:
-                s.text(n)
-            sections.append(s)
-        else:
-            notes += rnotes
+        add("Roofline", lambda: roofline_section(got, out, images, peak_file=peak_file, measure_peak=measure_peak,
+                                                 command=command, log=log))
 
-    gen = generalization_table(got.runs) if got.runs else None
-    if gen:
+    if got.runs:
+        add("Inference", lambda: inference_section(got.runs))
+
+    def generalization_section() -> Section | None:
+        gen = generalization_table(got.runs)
+        if not gen:
+            return None
         s = Section("Generalization")
         s.table(*gen)
-        sections.append(s)
+        return s
+
+    if got.runs:
+        add("Generalization", generalization_section)
 
     prov = provenance([p for p, _ in got.kinds], command)
     written = [

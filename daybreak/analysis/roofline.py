@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from daybreak.analysis.sources import Provenance, classify, provenance, runs_in, unique_labels
 from daybreak.analysis.stats import attainable_flops, operational_intensity
-from daybreak.errors import ConfigError, DaybreakError, RecordError
+from daybreak.errors import ConfigError, DataError, DaybreakError, RecordError
 from daybreak.fileio import atomic_write_text
 from daybreak.records.run import RunResult
 from daybreak.records.throughput import PeakResult, ThroughputResult
@@ -200,35 +200,117 @@ class StepProfile:
     notes: list[str]
 
 
-def _task_data(result: RunResult, data_dir: Path | None) -> tuple[Any, list[str]]:
+# Examples per step the FLOP counter really runs (on this machine's CPU): the count of a larger batch is scaled
+# linearly from it (matmul/conv/attention FLOPs, input and activation bytes are proportional to the batch).
+PROFILE_MAX_BATCH = 64  # tasks held in memory (digits, mnist, cifar10): small models
+STREAM_PROFILE_BATCH = 2  # tasks that stream their data (imagenet, squad): ResNet-50 / BERT-size models
+
+
+def _first_line(e: BaseException, limit: int = 160) -> str:
+    text = str(e).strip()
+    line = text.splitlines()[0].strip() if text else type(e).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _classes_in_checkpoint(run_dir: Path | None, result: RunResult) -> int | None:
+    """The number of outputs of the checkpoint's last linear layer (its class count), if there is one."""
+    import torch
+
+    if run_dir is None:
+        return None
+    path = Path(run_dir) / (result.checkpoint or "checkpoint.pt")
+    if not path.is_file():
+        return None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        state = payload.get("state_dict", {}) if isinstance(payload, dict) else {}
+        weights = [v for k, v in state.items() if k.endswith("fc.weight") and getattr(v, "dim", lambda: 0)() == 2]
+        return int(weights[-1].shape[0]) if weights else None
+    except Exception:  # noqa: BLE001 - only a hint for a stand-in; any unreadable file means "unknown"
+        return None
+
+
+def _task_data(result: RunResult, data_dir: Path | None, run_dir: Path | None = None) -> tuple[Any, list[str]]:
     """The task's data (for input shapes and classes only), or synthetic stand-ins of the usual shape."""
     import torch
 
     from daybreak.data.base import TaskData
+    from daybreak.infer.run_data import recorded_folder
     from daybreak.tasks import get_task
 
     task = get_task(result.task)
-    folder = data_dir
-    if folder is None and result.data_source and Path(result.data_source).is_dir():
-        folder = Path(result.data_source)
+    folder, gone = data_dir, None
+    if folder is None:
+        recorded = recorded_folder(result)
+        if recorded is not None and recorded.is_dir():
+            folder = recorded
+        elif recorded is not None:
+            gone = f"the run's data folder {recorded} is gone or has moved"
     try:
+        if gone:
+            raise DataError(gone)
         return task.load(folder, True, False), []
     except DaybreakError as e:
         from daybreak.sweep.worker import TASK_IMAGES
 
+        why = _first_line(e)
+        if result.task == "imagenet":  # the model needs only the class count; the inputs are shapes
+            from daybreak.data.imagenet import OFFICIAL_CLASSES, ImageNetData
+
+            classes = _classes_in_checkpoint(run_dir, result)
+            where = "from the checkpoint" if classes else "ILSVRC2012's, no checkpoint to read it from"
+            return ImageNetData.stand_in(classes or OFFICIAL_CLASSES), [
+                f"task data not found ({why}); counted on synthetic inputs of the recipe's crop size, "
+                f"{classes or OFFICIAL_CLASSES} classes ({where})"]
         if result.task not in TASK_IMAGES:
-            raise RecordError(f"{result.run_id}: cannot load {result.task} data to rebuild the step ({e}); "
-                              "pass --data-dir") from None
+            raise RecordError(f"{result.task} data not found, so its training step cannot be rebuilt ({why}); "
+                              "`daybreak analyze roofline --data-dir FOLDER` reads it from elsewhere") from None
         c, s = TASK_IMAGES[result.task]
         dtype = torch.float32 if result.task == "digits" else torch.uint8
         n = max(int(result.per_device_batch_size or result.hyperparameters.get("batch_size", 1)), 1)
         x = torch.zeros((n, c, s, s), dtype=dtype)
         y = torch.arange(n) % task.num_classes
         data = TaskData(train_x=x, train_y=y, eval_x=x[:1], eval_y=y[:1], num_classes=task.num_classes)
-        return data, [f"task data not found ({str(e)[:120]}); counted on synthetic {c}x{s}x{s} inputs"]
+        return data, [f"task data not found ({why[:120]}); counted on synthetic {c}x{s}x{s} inputs"]
 
 
-def run_step_profile(result: RunResult, data_dir: Path | None = None) -> StepProfile:
+def _epochs_trained(result: RunResult) -> int:
+    """Epochs the clock covered: to the target, else to the last evaluation, else the recipe's epochs."""
+    if result.reached and result.epochs_to_target:
+        return max(math.ceil(result.epochs_to_target - 1e-9), 1)
+    if result.history:
+        return max(math.ceil(result.history[-1].epoch - 1e-9), 1)
+    return max(int(result.hyperparameters.get("epochs", 1) or 1), 1)
+
+
+def _profile_batches(data: Any, result: RunResult, n: int) -> tuple[list[tuple[int, Any, Any]], list[str]]:
+    """[(epochs, x, y)]: one batch of ``n`` examples per distinct input shape of the epochs trained."""
+    example = getattr(data, "example_train_batch", None)
+    if not callable(example):
+        if data.train_x is None or data.train_y is None:
+            raise RecordError(f"the {result.task} data holds no training examples in memory and offers no example "
+                              "batch, so the training step cannot be rebuilt")
+        return [(1, data.train_x[:n], data.train_y[:n])], []
+    by_shape: dict[tuple, list] = {}
+    for epoch in range(_epochs_trained(result)):
+        x, y = example(1, epoch=epoch)
+        key = tuple(x.shape[1:])
+        if key not in by_shape:
+            by_shape[key] = [0, epoch]
+        by_shape[key][0] += 1
+    batches = []
+    for count, epoch in by_shape.values():
+        x, y = example(n, epoch=epoch)
+        batches.append((count, x, y))
+    notes = []
+    if len(batches) > 1:
+        parts = ", ".join(f"{'x'.join(str(d) for d in shape)} for {c} epoch(s)" for shape, (c, _) in by_shape.items())
+        notes.append(f"inputs change shape during training ({parts}): FLOPs and bytes per step are the mean over "
+                     "the epochs trained")
+    return batches, notes
+
+
+def run_step_profile(result: RunResult, data_dir: Path | None = None, run_dir: Path | None = None) -> StepProfile:
     """FLOPs and the bytes estimate of one training step of ``result``'s recipe, per device, on the CPU."""
     import torch
 
@@ -239,27 +321,50 @@ def run_step_profile(result: RunResult, data_dir: Path | None = None) -> StepPro
         recipe = get_recipe(result.recipe)
     except ConfigError as e:
         raise RecordError(f"{result.run_id}: {e}") from None
-    data, notes = _task_data(result, data_dir)
+    data, notes = _task_data(result, data_dir, run_dir)
     world = max(result.world_size, 1)
-    batch = min(int(result.hyperparameters.get("batch_size", 1)), max(len(data.train_x) // world, 1))
     device = torch.device("cpu")
     torch.manual_seed(0)
-    setup = recipe.build(dict(result.hyperparameters), data, device)
+    setup = recipe.build(dict(result.hyperparameters), data, device)  # configures streamed data (crop, windows)
+    streamed = callable(getattr(data, "example_train_batch", None))
+    if streamed:
+        size = getattr(data, "train_size", None)
+        available = size() if callable(size) else 0
+    else:
+        available = len(data.train_x) if data.train_x is not None else 0
+    # what each device took per step: recorded by the run (a recipe's batch_size may be the global batch)
+    batch = max(int(result.per_device_batch_size or result.hyperparameters.get("batch_size", 1) or 1), 1)
+    if available > 0:
+        batch = min(batch, max(available // world, 1))
+    counted = min(batch, STREAM_PROFILE_BATCH if streamed else PROFILE_MAX_BATCH)
+    batches, shape_notes = _profile_batches(data, result, counted)
+    notes += shape_notes
     model = setup.model
     model.train()
-    with torch.no_grad():
-        x = setup.prepare(data.train_x[:batch].to(device))
-    y = data.train_y[:batch].to(device)
-    with ActivationCounter(model, result.amp) as counter:
-        flops = step_flops(model, x, y, setup.loss_fn, train=True)
-    activation_bytes = counter.bytes
+    half = result.amp in ("bf16", "fp16")
+    weight = sum(w for w, _, _ in batches)
+    flops = activation_bytes = input_bytes = 0.0
+    x = y = None
+    for w, xb, yb in batches:
+        with torch.no_grad():
+            x = setup.prepare(xb.to(device))
+        y = yb.to(device)
+        with ActivationCounter(model, result.amp) as counter:
+            flops += w * step_flops(model, x, y, setup.loss_fn, train=True)
+        activation_bytes += w * counter.bytes
+        input_bytes += w * _tensor_bytes(x, half)
+    assert x is not None and y is not None
     setup.loss_fn(model(x), y).backward()  # one optimizer step, to see the optimizer's state tensors
     setup.optimizer.step()
     setup.optimizer.zero_grad(set_to_none=True)
-    input_bytes = _tensor_bytes(x, result.amp in ("bf16", "fp16"))
-    est = bytes_estimate("train", input_bytes, activation_bytes, _param_bytes(model), _state_bytes(setup.optimizer))
-    return StepProfile(flops_per_device=flops, bytes=est, batch_size=batch, input_shape=list(x.shape[1:]),
-                       notes=notes)
+    scale = batch / counted / weight
+    if counted < batch:
+        notes.append(f"FLOPs and bytes counted at a batch of {counted} and scaled linearly to the run's "
+                     f"per-device batch of {batch}")
+    est = bytes_estimate("train", input_bytes * scale, activation_bytes * scale, _param_bytes(model),
+                         _state_bytes(setup.optimizer))
+    return StepProfile(flops_per_device=int(round(flops * scale)), bytes=est, batch_size=batch,
+                       input_shape=list(x.shape[1:]), notes=notes)
 
 
 # --- peaks ------------------------------------------------------------------------------------------------------
@@ -380,7 +485,7 @@ def run_point(path: Path, result: RunResult, finder: PeakFinder, data_dir: Path 
            result.world_size, result.amp, result.data_source)
     profiles = profiles if profiles is not None else {}
     if key not in profiles:
-        profiles[key] = run_step_profile(result, data_dir)
+        profiles[key] = run_step_profile(result, data_dir, path)
     prof: StepProfile = profiles[key]
     world = max(result.world_size, 1)
     precision = AMP_TO_PRECISION.get(result.amp, result.amp)

@@ -213,6 +213,15 @@ def _from_extracted(batches_dir: Path, allow_custom_data: bool) -> tuple[dict[st
     return _read_folder(batches_dir, ALL_BATCHES), official, notes
 
 
+def folder_of_source(source: str) -> Path | None:
+    """The folder to read again for a run whose ``data_source`` is ``source``: the tarball's or the extracted
+    batches folder's parent (the folder given as --data-dir), else the folder itself."""
+    if not source:
+        return None
+    path = Path(source)
+    return path.parent if path.name in (TARBALL_NAME, BATCHES_DIR) else path
+
+
 def load_cifar10(
     data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False, download: bool = True
 ) -> TaskData:
@@ -245,6 +254,6 @@ def load_cifar10(
         eval_y=torch.from_numpy(np.require(eval_y, requirements=["C", "W"])),
         num_classes=NUM_CLASSES,
         official=official,
-        source=str(source),
+        source=os.path.abspath(source),  # absolute: `daybreak infer`/`evaluate` find it again from anywhere
         notes=list(notes),
     )

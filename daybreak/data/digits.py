@@ -11,6 +11,13 @@ from daybreak.data.base import TaskData
 # same 450 test images; --seed changes initialization and data order only.
 SPLIT_SEED = 0
 TEST_FRACTION = 0.25
+# A run's data_source for this task: no folder, the set ships inside scikit-learn.
+SOURCE = "bundled with scikit-learn (sklearn.datasets.load_digits), no data folder; split seed 0, 25% test"
+
+
+def folder_of_source(source: str) -> None:
+    """No folder to read again: `daybreak infer`/`evaluate` load the bundled set whatever the run's source says."""
+    return None
 
 
 def load_digits_task() -> TaskData:
@@ -30,5 +37,5 @@ def load_digits_task() -> TaskData:
         eval_y=torch.from_numpy(y_test),
         num_classes=10,
         official=True,
-        source="scikit-learn load_digits() (bundled), split seed 0, 25% test",
+        source=SOURCE,
     )

@@ -443,6 +443,36 @@ class ImageNetData(TaskData):
             i += len(x)
         return out.permute(0, 3, 1, 2)
 
+    def train_size(self) -> int:
+        """Training images (what a per-device batch is capped by)."""
+        return len(self.train) if self.train is not None else 0
+
+    def example_train_batch(self, n: int, epoch: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """A training batch of ``n`` examples with the shape, dtype and layout the pipeline gives at ``epoch``
+        ((n, 3, S, S) uint8, channels-last, S = that epoch's crop size): for counting FLOPs and bytes of a step
+        (``daybreak analyze roofline``), which do not depend on the pixels. Nothing is decoded."""
+        size = self.settings.size_for_epoch(epoch)
+        x = torch.zeros((n, size, size, 3), dtype=torch.uint8).permute(0, 3, 1, 2)
+        y = torch.arange(n, dtype=torch.int64) % max(self.num_classes, 1)
+        return x, y
+
+    @classmethod
+    def stand_in(cls, num_classes: int = OFFICIAL_CLASSES) -> "ImageNetData":
+        """Shapes only, no files: what a recipe needs to build its model when the images are not on this machine
+        (``daybreak analyze roofline`` of a run made elsewhere). Its sets are empty."""
+        empty = ImageList.of([], [])
+        classes = [f"class{i:04d}" for i in range(num_classes)]
+        settings = PipelineSettings()
+        return cls(train_x=None, train_y=None, eval_x=_placeholder(0, settings.eval_size),
+                   eval_y=torch.zeros(0, dtype=torch.int64), num_classes=num_classes, official=False,
+                   source="", notes=["stand-in without files"], root=Path("."), classes=classes, train=empty,
+                   val=empty, settings=settings)
+
+
+def folder_of_source(source: str) -> Path | None:
+    """The folder to read again for a run whose ``data_source`` is ``source`` (the folder itself)."""
+    return Path(source) if source else None
+
 
 def _placeholder(n: int, size: int) -> torch.Tensor:
     return torch.empty((n, 3, size, size), dtype=torch.uint8, device="meta")
@@ -472,8 +502,8 @@ def load_imagenet(data_dir: str | os.PathLike | None, *, allow_custom_data: bool
     settings = PipelineSettings()
     data = ImageNetData(
         train_x=None, train_y=None, eval_x=_placeholder(len(val), settings.eval_size), eval_y=eval_y,
-        num_classes=len(classes), official=official, source=str(folder), notes=notes,
-        root=folder, classes=classes, train=train, val=val, settings=settings,
+        num_classes=len(classes), official=official, source=os.path.abspath(folder), notes=notes,
+        root=Path(os.path.abspath(folder)), classes=classes, train=train, val=val, settings=settings,
     )
     data.make_train_batches = lambda plan: ImageNetTrainBatches(data, plan)
     data.make_evaluator = lambda plan: ImageNetEvaluator(data, plan)

@@ -144,6 +144,11 @@ def _labels(path: Path, count: int, images_path: Path) -> np.ndarray:
     return array
 
 
+def folder_of_source(source: str) -> Path | None:
+    """The folder to read again for a run whose ``data_source`` is ``source`` (the folder itself)."""
+    return Path(source) if source else None
+
+
 def load_mnist(
     data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False, download: bool = True
 ) -> TaskData:
@@ -170,6 +175,6 @@ def load_mnist(
         eval_y=torch.from_numpy(eval_y.astype(np.int64)),
         num_classes=NUM_CLASSES,
         official=found.official,
-        source=str(folder),
+        source=os.path.abspath(folder),  # absolute: `daybreak infer`/`evaluate` find it again from anywhere
         notes=list(found.notes),
     )

@@ -423,6 +423,20 @@ class SquadData(TaskData):
     def dev_features(self) -> Features:
         return self._cached("dev", self.dev_split, torch.int64, spans=True)
 
+    def train_size(self) -> int:
+        """Training windows (what a per-device batch is capped by)."""
+        return len(self.train_features())
+
+    def example_train_batch(self, n: int, epoch: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first ``n`` training windows (repeated if there are fewer), as the training batches hold them
+        (int32 (n, 3, L) features, (n, 2) start/end targets): for counting FLOPs and bytes of a step
+        (``daybreak analyze roofline``). Every epoch has the same window length, so ``epoch`` changes nothing."""
+        features = self.train_features()
+        if len(features) == 0:
+            raise DataError(f"{TASK}: the training split has no windows")
+        rows = torch.arange(n) % len(features)
+        return features.x[rows], features.y[rows]
+
     def predict_answers(self, logits: torch.Tensor) -> dict[str, str]:
         """Answer text per dev question id from the logits (N, L, 2) of every dev feature row, in order."""
         dev, split = self.dev_features(), self.dev_split
@@ -548,6 +562,11 @@ def _vocab_note(path: Path, tokenizer: WordPieceTokenizer) -> str:
     return f"{VOCAB_FILE}: {len(tokenizer.vocab)} tokens, {case}, SHA-256 {digest}"
 
 
+def folder_of_source(source: str) -> Path | None:
+    """The folder to read again for a run whose ``data_source`` is ``source`` (the folder itself)."""
+    return Path(source) if source else None
+
+
 def load_squad(data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False,
                download: bool = True) -> SquadData:
     """Read, validate and tokenize SQuAD v1.1 from ``data_dir`` (or the cache folder); see the module doc."""
@@ -569,7 +588,7 @@ def load_squad(data_dir: str | os.PathLike | None, *, allow_custom_data: bool = 
     placeholder = torch.zeros((0, 3, DEFAULT_MAX_SEQ_LEN), dtype=torch.int64)
     data = SquadData(
         train_x=None, train_y=None, eval_x=placeholder, eval_y=torch.zeros((0, 2), dtype=torch.int64),
-        num_classes=0, official=found.official, source=str(folder), notes=notes,
+        num_classes=0, official=found.official, source=os.path.abspath(folder), notes=notes,
         tokenizer=tokenizer, train_split=train, dev_split=dev,
     )
     data.configure()  # BERT's default windows until a recipe sets its own

@@ -8,16 +8,26 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
+from daybreak.rules import DEFAULT_RULES, MLPERF, RULE_SETS
 
 DESCRIPTION = """\
 Run PROGRAM as a child process and time it to the target accuracy from the MLPerf `:::MLLOG` records it
-prints (on stdout or stderr, anywhere in a line): run_start starts the clock, the first eval_accuracy at or
-above the target stops it; init and evaluation intervals (eval_start..eval_stop) are excluded unless
---count-eval. The program's time_ms timestamps are cross-checked against daybreak's wall clock: a run whose
-timestamps disagree by more than --clock-tolerance is recorded as failed. Its output passes through and is
-kept in DIR/program.log; the record is the same run directory as `daybreak run` (result.json, dawnbench.json,
+prints (on stdout or stderr, anywhere in a line). Its records make a phase timeline: init_start..init_stop is
+the program's init (model_init; it may include loading data), run_start..run_stop is training less
+eval_start..eval_stop (eval) and checkpoint_start..checkpoint_stop (record). Both rule sets read it and both
+figures are recorded; --rules picks the headline:
+  dawnbench  from the program's launch (--log: init_start) to the end of the first evaluation at or above
+             the target, evaluation and checkpoint intervals excluded (a program that logs no eval intervals
+             gets a warning: its evaluation counts as training)
+  mlperf     from run_start, nothing excluded, to run_stop when the run stops with status success right after
+             its target evaluation (MLPerf's own result, run_stop - run_start), else to the end of the first
+             evaluation at or above the target
+The program's time_ms timestamps are cross-checked against daybreak's wall clock: a run whose timestamps
+disagree by more than --clock-tolerance is recorded as failed. Its output passes through and is kept in
+DIR/program.log; the record is the same run directory as `daybreak run` (result.json, dawnbench.json,
 dawnbench.tsv, mllog.log) plus external.json. With --log FILE the record is computed from an existing mllog
-file instead (no wall clock cross-check; the run is then unofficial).
+file instead (no wall clock cross-check; the run is then unofficial); the run's system is then what the log
+declares (submission_platform, ...), and the machine that analysed it is recorded as analyzed_on.
 
 Exit status: 0 reached, 3 not reached, 5 failed (crash, no run_start, untrusted timestamps), 130 interrupted,
 2 usage errors."""
@@ -26,7 +36,8 @@ EPILOG = """\
 examples:
   daybreak time --task digits -- python train.py --epochs 20
   daybreak time --task cifar10 --stop-at-target --instance aws-p3.2xlarge -- ./run_and_time.sh
-  daybreak time --task mnist --target 98 --log results/mllog.txt"""
+  daybreak time --task mnist --target 98 --log results/mllog.txt
+  daybreak time --task imagenet --rules mlperf --log result_0.txt"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the target")
     p.add_argument("--grace-s", type=float, default=10.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL when ending the program (default: 10)")
-    p.add_argument("--count-eval", action="store_true", help="count evaluation intervals in time-to-target")
+    p.add_argument("--rules", choices=list(RULE_SETS), default=None,
+                   help=f"the headline rule set: {' or '.join(RULE_SETS)} (default: {DEFAULT_RULES}); the record "
+                        "holds both")
+    p.add_argument("--count-eval", action="store_true",
+                   help="deprecated alias for --rules mlperf (evaluation counted in time-to-target)")
     p.add_argument("--clock-tolerance", default="5%+2s", metavar="TOL",
                    help="how far the program's timestamp intervals may differ from the wall clock's: percent of "
                         "the wall interval plus seconds, e.g. '5%%+2s' (the default), '10%%', '3s'")
@@ -86,14 +101,22 @@ def cmd_time(args: argparse.Namespace) -> int:
                           "train.py`, or --log FILE")
     if args.log is not None and args.stop_at_target:
         raise ConfigError("--stop-at-target needs a program to stop; it does not apply to --log")
+    rules = args.rules or DEFAULT_RULES
+    if args.count_eval:
+        if args.rules not in (None, MLPERF.name):
+            raise ConfigError(f"--count-eval means --rules {MLPERF.name}; it contradicts --rules {args.rules}")
+        rules = MLPERF.name
+        print(f"daybreak: --count-eval is deprecated: use --rules {MLPERF.name}", file=sys.stderr)
     config = TimeConfig(
         task=args.task, command=command, log=args.log, target=args.target, out=args.out,
         cost_per_hour=args.cost_per_hour, instance=args.instance, stop_at_target=args.stop_at_target,
-        grace_s=args.grace_s, count_eval=args.count_eval, tolerance=parse_tolerance(args.clock_tolerance),
+        grace_s=args.grace_s, rules=rules, tolerance=parse_tolerance(args.clock_tolerance),
         unit=args.accuracy_unit, quiet=args.quiet, author=args.author, author_email=args.author_email,
         invocation=["daybreak", *getattr(args, "argv", sys.argv[1:])] if args.log is not None else [],
     )
     result = time_log(config) if args.log is not None else time_command(config)
+    for warning in result.warnings:
+        print(f"daybreak: warning: {warning}", file=sys.stderr)
     if args.json:
         print(result.model_dump_json(indent=2))
     elif not args.quiet:
@@ -116,6 +139,9 @@ def summary(result, run_dir: Path | None) -> str:  # noqa: ANN001 - RunResult, i
     clock = ext.get("clock_check") or {}
     if ext.get("mode") == "log":
         extra.append("  clock check      not done: timestamps read from a log file (--log)")
+        if result.analyzed_on is not None:
+            extra.append(f"  analysed on      {result.analyzed_on.hardware_summary()} (the run's system is what the "
+                         "log declares)")
     elif clock.get("checked"):
         state = "ok" if clock.get("trusted") else "FAILED"
         extra.append(f"  clock check      {state}: program vs wall clock, max deviation "

@@ -27,15 +27,16 @@ from typing import Any, Callable
 
 from daybreak.errors import ConfigError, DataError
 from daybreak.external.mllog_reader import (
-    ACCURACY_UNITS, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, RUN_START, RUN_STOP, Analysis, BadLine, MllogEvent,
-    ProgramEnd, TargetWatch, Tolerance, analyze, describe_exit, parse_line, verdict,
+    ACCURACY_UNITS, CHECKPOINT_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, RUN_START, RUN_STOP, SUBMISSION_PLATFORM,
+    Analysis, BadLine, MllogEvent, ProgramEnd, TargetWatch, Tolerance, analyze, describe_exit, parse_line, verdict,
 )
 from daybreak.fileio import atomic_write_json
-from daybreak.measure.system import system_info
+from daybreak.measure.system import SystemInfo, system_info
 from daybreak.pricing import cost_usd, resolve_price
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.mllog import MLLOG_FILE
-from daybreak.records.run import ClockRules, EpochRecord, RunResult
+from daybreak.records.run import ClockFigure, ClockRules, EpochRecord, PhaseInterval, RunResult
+from daybreak.rules import DEFAULT_RULES, MLPERF, get_rules
 from daybreak.tasks import get_task
 from daybreak.train.runner import _check_out_dir, default_run_dir, normalize_target
 
@@ -43,7 +44,8 @@ PROGRAM_LOG = "program.log"
 EXTERNAL_FILE = "external.json"
 RECIPE = "external"
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (kept whole in program.log, in pieces)
-_RECORD_KEYS = {RUN_START, RUN_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP}
+_SAME_CLOCK_SLACK_MS = 1000.0  # time_ms this close to daybreak's wall clock is read as the same clock
+_RECORD_KEYS = {RUN_START, RUN_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, CHECKPOINT_STOP}
 
 
 @dataclass
@@ -57,13 +59,18 @@ class TimeConfig:
     instance: str | None = None
     stop_at_target: bool = False
     grace_s: float = 10.0
-    count_eval: bool = False
+    rules: str = DEFAULT_RULES  # the headline rule set (daybreak.rules); every rule set is recorded
+    count_eval: bool = False  # deprecated: the same as rules="mlperf"
     tolerance: Tolerance = field(default_factory=Tolerance)
     unit: str = "auto"  # accuracy values: auto | fraction | percent
     quiet: bool = False
     author: str | None = None  # default: the log's submission_org, else the user name
     author_email: str = ""
     invocation: list[str] = field(default_factory=list)  # daybreak's own command line (recorded for --log)
+
+    @property
+    def rule_set(self) -> str:
+        return MLPERF.name if self.count_eval else get_rules(self.rules).name
 
 
 # --- the run directory -------------------------------------------------------------------------------------
@@ -84,6 +91,7 @@ class ExternalRecorder:
         self.external: dict[str, Any] = {}
         self.analysis: Analysis | None = None
         self.bad_lines: list[BadLine] = []
+        self.extra_notes: list[str] = []  # notes of daybreak's own (e.g. how the launch was placed)
         self.save()
 
     def mllog_line(self, text: str) -> None:
@@ -126,7 +134,9 @@ class ExternalRecorder:
             "program_log": PROGRAM_LOG if self.mode == "command" else None,
             "stop_at_target": self.config.stop_at_target,
             "grace_s": self.config.grace_s,
-            "count_eval": self.config.count_eval,
+            "rules": self.config.rule_set,
+            "count_eval": self.config.rule_set == MLPERF.name,  # deprecated alias of rules == "mlperf"
+            "warnings": list(self.result.warnings),
             "accuracy_unit_option": self.config.unit,
             "accuracy_unit": None if a is None else ("percent" if a.percent else "fraction"),
             "clock_check": None if a is None else asdict(a.clock),
@@ -149,27 +159,33 @@ class ExternalRecorder:
         r.model = a.model or "external"
         r.framework = a.framework or "unknown"
         r.hyperparameters = dict(a.hyperparameters)
-        r.seed = a.seed if a.seed is not None else 0
+        r.seed = a.seed if a.seed is not None else 0  # the record's seed is an int: "the log has no seed" says so
         r.global_batch_size = a.global_batch_size
-        top5_task = r.metric == "top5"
-        r.history = [EpochRecord(epoch=ev.epoch, step=ev.step or 0, elapsed_s=ev.elapsed_s, accuracy=ev.accuracy,
-                                 top1=ev.accuracy, top5=ev.accuracy if top5_task else None, eval_s=ev.eval_s)
-                     for ev in a.evaluations]
+        self._apply_system(a)
+        r.history = [self._epoch_record(ev) for ev in a.evaluations]
         r.final_accuracy = a.evaluations[-1].accuracy if a.evaluations else None
         r.best_accuracy = a.best_accuracy
         r.init_s = a.init_s
         r.train_s = a.train_s
         r.eval_s = a.eval_s
+        r.rules = a.rules
+        r.phases = [PhaseInterval(phase=i.phase, start_s=round(i.start_s, 6), end_s=round(i.end_s, 6))
+                    for i in a.timeline]
+        r.clocks = {name: ClockFigure(rules=name, time_to_target_s=c.target_s if a.reached else None,
+                                      clock_s=c.clock_s, start_s=c.start_s, excluded_s=dict(c.excluded_s),
+                                      notes=list(c.notes))
+                    for name, c in a.clocks.items()}
         t = a.target_eval if a.reached else None
         r.reached = t is not None
-        r.time_to_target_s = t.elapsed_s if t else None
+        r.time_to_target_s = a.time_to_target_s
         r.epochs_to_target = t.epoch if t else None
         r.steps_to_target = t.step if t else None
         r.cost_usd = cost_usd(r.time_to_target_s, r.cost_per_hour)
-        notes = list(a.notes)
+        notes = list(a.notes) + self.extra_notes
         if self.mode == "log":
             notes.append("timestamps read from a log file after the fact: not cross-checked against a wall clock")
         r.data_notes = notes
+        r.warnings = list(a.warnings)
         reasons = []
         if r.target != self.task_target:
             reasons.append(f"target {r.target:.4f} differs from the task's {self.task_target:.4f}")
@@ -179,6 +195,33 @@ class ExternalRecorder:
             reasons.append("the program's timestamps are not trusted (clock cross-check)")
         r.unofficial_reasons = reasons
         r.official = not reasons
+
+    def _epoch_record(self, ev: Any) -> EpochRecord:
+        """One evaluation. The log has one accuracy: it fills the task's metric column only (top1 or top5)."""
+        metric = self.result.metric
+        return EpochRecord(epoch=ev.epoch, step=ev.step or 0, elapsed_s=ev.elapsed_s, clock_s=dict(ev.clock_s),
+                           accuracy=ev.accuracy, top1=ev.accuracy if metric == "top1" else None,
+                           top5=ev.accuracy if metric == "top5" else None, metrics={metric: ev.accuracy},
+                           eval_s=ev.eval_s)
+
+    def _apply_system(self, a: Analysis) -> None:
+        """The system the program ran on. Live: this machine, measured, with what the program declared kept
+        beside it. --log: what the log declares (submission_*); the analysing machine goes to ``analyzed_on``."""
+        r = self.result
+        declared = dict(a.submission)
+        if self.mode == "command":
+            r.system = r.system.model_copy(update={"declared_fields": declared})
+            return
+        if r.analyzed_on is None:
+            r.analyzed_on = system_info()
+        platform = declared.get(SUBMISSION_PLATFORM)
+        hardware = platform.strip() if isinstance(platform, str) and platform.strip() else None
+        r.system = SystemInfo.declared(hardware, framework=a.framework, fields=declared)
+        if hardware is None:
+            note = ("the log declares no submission_platform: the program's hardware is unknown (the machine that "
+                    "analysed the log is in analyzed_on)")
+            if note not in self.extra_notes:
+                self.extra_notes.append(note)
 
     def finish(self, a: Analysis, bad_lines: list[BadLine], end: ProgramEnd | None, *, total_s: float | None,
                finished_at: datetime) -> None:
@@ -191,6 +234,8 @@ class ExternalRecorder:
         if status != "reached":
             r.reached = False
             r.time_to_target_s = r.epochs_to_target = r.steps_to_target = r.cost_usd = None
+            for figure in r.clocks.values():
+                figure.time_to_target_s = None
         r.total_s = total_s
         r.finished_at = finished_at
         self.save()
@@ -207,19 +252,30 @@ class ExternalRecorder:
 
 
 def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
+    """What the headline clock counts, in words that name the rule set (every rule set is in ``clocks``)."""
+    rules = get_rules(config.rule_set)
     timer = ("the program's own mllog time_ms, cross-checked against daybreak's wall clock (time.time at each "
              f"line's arrival, tolerance {config.tolerance})" if mode == "command"
              else "the program's own mllog time_ms, read from a log file: not cross-checked against a wall clock")
+    named = f"{rules.title} rules (--rules {rules.name})"
+    if rules.contiguous:  # MLPerf: from run_start, never paused
+        return ClockRules(
+            starts=f"{named}: at the program's run_start mllog event (its init before run_start is excluded, up "
+                   "to 20 minutes)",
+            init_excluded=True, eval_included=True, checkpoint_included=True,
+            stops=f"{named}: at run_stop when the run stops with status success right after its target evaluation "
+                  "(MLPerf's result, run_stop - run_start), else at the end of the first evaluation at or above the "
+                  "target; evaluations and checkpoints inside the run count",
+            device_synchronized=False, timer=timer)
     return ClockRules(
-        starts="at the program's run_start mllog event",
-        init_excluded=True,
-        eval_included=config.count_eval,
-        checkpoint_included=False,
-        stops="at the program's first eval_accuracy at or above the target (eval_start..eval_stop intervals "
-              + ("counted)" if config.count_eval else "excluded)"),
-        device_synchronized=False,
-        timer=timer,
-    )
+        starts=f"{named}: " + ("at the program's launch (its start-up, init and data loading count)"
+                               if mode == "command" else
+                               "at the log's init_start (the program's init and data loading count; at run_start "
+                               "when the log has no init_start)"),
+        init_excluded=False, eval_included=False, checkpoint_included=False,
+        stops=f"{named}: at the end of the first evaluation at or above the target; eval_start..eval_stop and "
+              "checkpoint_start..checkpoint_stop intervals are excluded",
+        device_synchronized=False, timer=timer)
 
 
 def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunResult, Path, float]:
@@ -231,6 +287,10 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
         raise ConfigError(f"--grace-s {config.grace_s}: must be a finite number of seconds >= 0")
     if config.unit not in ACCURACY_UNITS:
         raise ConfigError(f"--accuracy-unit {config.unit!r}: choose one of {', '.join(ACCURACY_UNITS)}")
+    try:
+        rules = config.rule_set
+    except ValueError as e:
+        raise ConfigError(f"--rules: {e}") from None
     out = config.out or default_run_dir(task.name, RECIPE, started_at)
     _check_out_dir(out)
     config.out = out
@@ -239,7 +299,10 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
         target=target, target_is_default=target == task.target, official=True, hyperparameters={}, seed=0,
         device="external", amp="unknown", compile=False, threads=None, stop_at_target=config.stop_at_target,
         eval_every_epochs=None, eval_every_steps=None, cost_per_hour=price, instance=instance,
-        price_date=price_date, clock=_clock_rules(config, mode), system=system_info(),
+        price_date=price_date, clock=_clock_rules(config, mode), rules=rules,
+        # live: the program runs on this machine; --log: on whatever the log declares (filled in by ``apply``)
+        system=system_info() if mode == "command" else SystemInfo.declared(None),
+        analyzed_on=None if mode == "command" else system_info(),
         data_source="external program" if mode == "command" else f"mllog file {config.log}",
         started_at=started_at,
         command=list(config.command) if mode == "command" else list(config.invocation),
@@ -273,7 +336,7 @@ def time_log(config: TimeConfig) -> RunResult:
     try:
         for e in events:
             rec.mllog_line(e.text)
-        a = analyze(events, target=result.target, count_eval=config.count_eval, tolerance=None,
+        a = analyze(events, target=result.target, rules=config.rule_set, tolerance=None,
                     unit=config.unit)  # type: ignore[arg-type]
         total = None if a.first_time_ms is None else (a.last_time_ms - a.first_time_ms) / 1000.0
         rec.finish(a, bad, None, total_s=total, finished_at=_from_ms(a.last_time_ms) or datetime.now(timezone.utc))
@@ -468,12 +531,33 @@ class _Session:
         self.stop_requested = False
         self.term = _Terminal(enabled=not config.quiet)
         self.wall0 = time.time()
+        self.spawn_wall: float | None = None  # time.time() when the program was started
         self.run_start_wall: float | None = None
         self._partial = {"stdout": b"", "stderr": b""}
 
     def _analyze(self) -> Analysis:
-        return analyze(self.events, target=self.rec.result.target, count_eval=self.config.count_eval,
-                       tolerance=self.config.tolerance, unit=self.config.unit)  # type: ignore[arg-type]
+        return analyze(self.events, target=self.rec.result.target, rules=self.config.rule_set,
+                       tolerance=self.config.tolerance, unit=self.config.unit,  # type: ignore[arg-type]
+                       launch_ms=self._launch_ms(), launch_wall=self.spawn_wall)
+
+    def _launch_ms(self) -> float | None:
+        """The program's launch on its own clock (time_ms). A program that stamps its records with this
+        machine's clock (time_ms between the launch and the record's arrival) gets the launch as is; any other
+        clock is mapped through the first record's arrival (the pipe's delay then counts as start-up)."""
+        if self.spawn_wall is None:
+            return None
+        spawn_ms = self.spawn_wall * 1000.0
+        first = next((e for e in self.events if e.wall is not None), None)
+        if first is None:
+            return spawn_ms
+        arrival_ms = first.wall * 1000.0
+        if spawn_ms - _SAME_CLOCK_SLACK_MS <= first.time_ms <= arrival_ms + _SAME_CLOCK_SLACK_MS:
+            return min(spawn_ms, first.time_ms)
+        note = ("the program's time_ms is not this machine's clock: its launch is placed on the program's clock by "
+                "the arrival of its first record")
+        if note not in self.rec.extra_notes:
+            self.rec.extra_notes.append(note)
+        return first.time_ms - (arrival_ms - spawn_ms)
 
     def _line(self, raw: bytes, wall: float) -> None:
         lineno = self.rec.program_line(raw)
@@ -529,7 +613,7 @@ class _Session:
         config = self.config
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")  # Python children: every print arrives when printed
-        spawn_wall = time.time()
+        spawn_wall = self.spawn_wall = time.time()
         spawn_t = time.monotonic()
         try:
             proc = subprocess.Popen(config.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

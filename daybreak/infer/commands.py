@@ -48,10 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="LoadGen min_query_count (SingleStream queries; samples of the Offline query)")
     p.add_argument("--loadgen-min-duration", type=float, default=0.0, metavar="SECONDS",
                    help="LoadGen min_duration per scenario (MLPerf submissions use 600)")
-    p.add_argument("--data-dir", type=Path, help="folder holding the task's files (default: as for `daybreak run`)")
+    p.add_argument("--data-dir", type=Path,
+                   help="folder holding the task's files (default: the folder the run read, from its result.json's "
+                        "data_source; the cache folder for runs that recorded none)")
     p.add_argument("--no-download", action="store_true", help="never download; fail if the files are missing")
     p.add_argument("--allow-custom-data", action="store_true",
-                   help="accept files that do not match the official checksums")
+                   help="accept files that do not match the official checksums (not needed for the run's own "
+                        "folder when the run itself was made with this flag)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
     p.add_argument("--json", action="store_true", help="print inference.json instead of the summary")
     p.set_defaults(func=cmd_infer)
@@ -97,6 +100,7 @@ def format_inference_summary(r: InferenceResult, run_dir: str | None = None) -> 
     s, lat = r.settings, r.latency
     rows = [
         ("examples", f"{r.n_examples:,} ({r.task} eval set, batch 1, after {s.warmup} untimed warm-up queries)"),
+        ("data", (r.data_source or "-") + ("" if r.data_official else " (custom data)")),
         ("latency (ms)", f"mean {_ms(lat.mean_ms)}  p50 {_ms(lat.p50_ms)}  p90 {_ms(lat.p90_ms)}  "
                          f"p99 {_ms(lat.p99_ms)}  max {_ms(lat.max_ms)}  min {_ms(lat.min_ms)}"),
         ("accuracy", ", ".join(f"{name} {value * 100:.2f}%" for name, value in (r.metrics or {r.metric: r.accuracy}).items())

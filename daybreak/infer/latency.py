@@ -72,6 +72,8 @@ class LoadedRun:
     # A task whose accuracy is not a label comparison (SQuAD's F1) scores the raw model outputs of every query
     # itself: ``TaskData.score_predictions(outputs) -> metrics``; the queries then return the outputs, not labels.
     score_predictions: Callable[[torch.Tensor], dict[str, float]] | None = None
+    data_dir: Path | None = None  # the folder read (None: the task's default)
+    data_origin: str = "default"  # "--data-dir", "run" (the run's own folder) or "default"
     _queries: list[torch.Tensor] | None = field(default=None, repr=False)
 
     @property
@@ -152,7 +154,11 @@ def _prepare_on_host(prepare: Callable[[torch.Tensor], torch.Tensor], eval_x: to
 def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "auto", amp: str = "auto",
                        compile: bool = False, data_dir: Path | None = None, download: bool = True,
                        allow_custom_data: bool = False) -> LoadedRun:
-    """Rebuild the run's recipe model from checkpoint.pt and prepare the task's eval set in host memory."""
+    """Rebuild the run's recipe model from checkpoint.pt and prepare the task's eval set in host memory.
+
+    ``data_dir`` None: the data the run itself read (see daybreak.infer.run_data), with the run's own
+    --allow-custom-data; else that folder, custom files there needing ``allow_custom_data``."""
+    from daybreak.infer.run_data import choose_data
     from daybreak.recipes import get_recipe
     from daybreak.tasks import get_task
 
@@ -171,10 +177,11 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
         raise RecordError(f"{run_dir}: recipe {recipe.name} is for task {recipe.task}, but the run is task {task.name}")
     payload = read_checkpoint(run_dir, result)
     state = _strip_wrapper_prefixes(payload.pop("state_dict"))
+    choice = choose_data(result, run_dir, data_dir, allow_custom_data=allow_custom_data, download=download)
 
     dev = device if isinstance(device, torch.device) else select_device(device)
     amp = resolve_amp(amp, dev)
-    data = task.load(data_dir, allow_custom_data, download)
+    data = task.load(choice.data_dir, choice.allow_custom_data, choice.download)
     setup = recipe.build(dict(payload["hyperparameters"]), data, dev)
     model = setup.model
     try:
@@ -198,7 +205,8 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
         model=torch.compile(model) if compile else model, predict=setup.predict, device=dev, amp=amp,
         compiled=compile, inputs=inputs, labels=data.eval_y.to("cpu", torch.long), top5=top5,
         prepared_on=prepared_on, data_source=data.source, data_official=data.official,
-        score_predictions=getattr(data, "score_predictions", None),
+        score_predictions=getattr(data, "score_predictions", None), data_dir=choice.data_dir,
+        data_origin=choice.origin,
     )
 
 

@@ -6,8 +6,9 @@ import os
 import platform
 import sys
 from functools import lru_cache
+from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class GpuInfo(BaseModel):
@@ -33,9 +34,28 @@ class SystemInfo(BaseModel):
     cuda: str | None = None
     cudnn: str | None = None
     accelerator: str  # "cuda", "mps" or "cpu": what torch can use on this machine
+    # "measured": the fields above describe this machine. "declared": a program's log says what it ran on (e.g. an
+    # MLPerf log's submission_platform, read by `daybreak time --log`); only ``hardware``/``framework`` are known.
+    source: Literal["measured", "declared"] = "measured"
+    hardware: str | None = None  # declared hardware, as the program wrote it (e.g. '8xNVIDIA H100-SXM5-80GB')
+    framework: str | None = None  # declared framework
+    declared_fields: dict[str, Any] = Field(default_factory=dict)  # what the program declared (submission_* keys)
+
+    @classmethod
+    def declared(cls, hardware: str | None, *, framework: str | None = None,
+                 fields: Mapping[str, Any] | None = None) -> "SystemInfo":
+        """A system known only from what a program declared about it; everything not declared is 'unknown'."""
+        unknown = "unknown"
+        return cls(os=unknown, platform=unknown, python=unknown, torch=unknown, daybreak=unknown, cpu_model=unknown,
+                   cpu_cores_physical=None, cpu_threads_logical=None, torch_threads=0, ram_gb=None, gpu_count=0,
+                   gpus=[], accelerator=unknown, source="declared", hardware=hardware, framework=framework,
+                   declared_fields=dict(fields or {}))
 
     def hardware_summary(self) -> str:
-        """A DAWNBench-style hardware string, e.g. '1 x NVIDIA H100 80GB HBM3' or '2-core Intel Xeon ...'."""
+        """A DAWNBench-style hardware string, e.g. '1 x NVIDIA H100 80GB HBM3' or '2-core Intel Xeon ...';
+        for a declared system the declared hardware string."""
+        if self.source == "declared":
+            return self.hardware or "unknown (not declared)"
         if self.gpus:
             names = {g.name for g in self.gpus}
             return "; ".join(f"{sum(g.name == n for g in self.gpus)} x {n}" for n in sorted(names))

@@ -44,13 +44,18 @@ def tsv_text(result: RunResult) -> str:
         for h in result.history:
             out.write(f"{_epoch_cell(h.epoch)}\t{dawnbench_hours(result, h):.8f}\t{h.accuracy:.6f}\n")
         return out.getvalue()
+    # only the columns measured: a top-5-only history (e.g. a log with one metric) never copies it into top-1
     has_top5 = any(h.top5 is not None for h in result.history)
-    out.write("epoch\thours\ttop1Accuracy" + ("\ttop5Accuracy" if has_top5 else "") + "\n")
+    has_top1 = any(h.top1 is not None for h in result.history) or result.metric == "top1" or not has_top5
+    columns = (["top1Accuracy"] if has_top1 else []) + (["top5Accuracy"] if has_top5 else [])
+    out.write("\t".join(["epoch", "hours", *columns]) + "\n")
     for h in result.history:
-        top1 = h.top1 if h.top1 is not None else h.accuracy
-        row = [_epoch_cell(h.epoch), f"{dawnbench_hours(result, h):.8f}", f"{top1 * 100:.2f}"]
+        row = [_epoch_cell(h.epoch), f"{dawnbench_hours(result, h):.8f}"]
+        if has_top1:
+            top1 = h.top1 if h.top1 is not None else (h.accuracy if result.metric == "top1" else None)
+            row.append("" if top1 is None else f"{top1 * 100:.2f}")
         if has_top5:
-            row.append(f"{(h.top5 or 0.0) * 100:.2f}")
+            row.append("" if h.top5 is None else f"{h.top5 * 100:.2f}")
         out.write("\t".join(row) + "\n")
     return out.getvalue()
 

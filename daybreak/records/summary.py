@@ -53,6 +53,13 @@ def _rule_lines(r: RunResult) -> list[str]:
     return lines
 
 
+def _system_line(r: RunResult) -> str:
+    sys_ = r.system
+    if getattr(sys_, "source", "measured") == "declared":
+        return f"  system           {sys_.hardware_summary()} (declared by the program's log)"
+    return f"  system           {sys_.hardware_summary()}; torch {sys_.torch}, python {sys_.python}"
+
+
 def format_summary(r: RunResult, run_dir: str | None = None) -> str:
     verdict = {
         "reached": "REACHED the target",
@@ -80,8 +87,10 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
         + (f" ({r.recompiles_under_clock} recompilations under the clock)" if r.recompiles_under_clock is not None else "")
         + f", threads {r.threads}, seed {r.seed}, batch {r.global_batch_size}"
         + (f" ({r.steps_per_epoch} steps/epoch)" if r.steps_per_epoch else ""),
-        f"  system           {r.system.hardware_summary()}; torch {r.system.torch}, python {r.system.python}",
+        _system_line(r),
     ]
+    if r.analyzed_on is not None:
+        lines.append(f"  analysed on      {r.analyzed_on.hardware_summary()}; torch {r.analyzed_on.torch}")
     c = r.context
     if c.load_avg_before is not None or c.busy_fraction is not None:
         load = f"load {c.load_avg_before[0]:.2f} before" if c.load_avg_before else "load -"
