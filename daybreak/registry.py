@@ -1,7 +1,17 @@
-"""Registries by name (tasks, models, recipes), in the style of timm's ``create_model``."""
+"""Registries by name (tasks, models, recipes), in the style of timm's ``create_model``.
+
+A registry fills itself on first use: it imports every module of its ``package`` (each registers its entries)
+and loads its entry-point group, so installed packages add tasks, models and recipes with
+``[project.entry-points."daybreak.tasks"] mytask = "mypackage.mytask"`` (a module that registers when imported).
+Tests swap an entry with ``override`` instead of writing into private dicts.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
+from contextlib import contextmanager
 from typing import Callable, Generic, Iterator, TypeVar
 
 from daybreak.errors import ConfigError
@@ -10,15 +20,23 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, *, package: str | None = None, entry_point_group: str | None = None):
         self.kind = kind
+        self.package = package
+        self.entry_point_group = entry_point_group
         self._items: dict[str, T] = {}
+        self._origins: dict[str, str] = {}  # name -> module that registered it
+        self._discovered = package is None and entry_point_group is None
+        self._discovering = False
 
+    # --- filling ------------------------------------------------------------------------------------------------
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
             if name in self._items:
-                raise ValueError(f"{self.kind} {name!r} registered twice")
+                raise ValueError(f"{self.kind} {name!r} registered twice ({self._origins.get(name)} and "
+                                 f"{_caller_module()})")
             self._items[name] = obj
+            self._origins[name] = _caller_module()
             return obj
 
         return decorator
@@ -26,7 +44,39 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T) -> T:
         return self.register(name)(obj)
 
+    def discover(self) -> None:
+        """Import the package's modules and the entry points, once."""
+        if self._discovered or self._discovering:
+            return
+        self._discovering = True
+        try:
+            if self.package is not None:
+                pkg = importlib.import_module(self.package)
+                for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+                    if not info.name.startswith("_"):
+                        importlib.import_module(f"{self.package}.{info.name}")
+            if self.entry_point_group is not None:
+                self._load_entry_points()
+            self._discovered = True
+        finally:
+            self._discovering = False
+
+    def _load_entry_points(self) -> None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=self.entry_point_group):
+            try:
+                obj = ep.load()
+            except Exception as e:  # noqa: BLE001 - a broken plugin must not break daybreak
+                print(f"daybreak: warning: {self.kind} plugin {ep.name!r} ({ep.value}) failed to load: "
+                      f"{type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
+                continue
+            if not isinstance(obj, type(sys)) and ep.name not in self._items:  # an object, not a module
+                self.add(ep.name, obj)
+
+    # --- reading ------------------------------------------------------------------------------------------------
     def get(self, name: str) -> T:
+        self.discover()
         try:
             return self._items[name]
         except KeyError:
@@ -34,10 +84,38 @@ class Registry(Generic[T]):
             raise ConfigError(f"unknown {self.kind} {name!r}; known {self.kind}s: {known}") from None
 
     def names(self) -> list[str]:
+        self.discover()
         return sorted(self._items)
 
+    def origin(self, name: str) -> str | None:
+        self.discover()
+        return self._origins.get(name)
+
     def __contains__(self, name: str) -> bool:
+        self.discover()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    @contextmanager
+    def override(self, name: str, obj: T) -> Iterator[T]:
+        """Replace (or add) one entry for the duration of a ``with`` block (tests)."""
+        self.discover()
+        missing = object()
+        old = self._items.get(name, missing)
+        self._items[name] = obj
+        try:
+            yield obj
+        finally:
+            if old is missing:
+                self._items.pop(name, None)
+            else:
+                self._items[name] = old  # type: ignore[assignment]
+
+
+def _caller_module() -> str:
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame.f_globals.get("__name__", "?") if frame is not None else "?"

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_evaluate_squad(args: argparse.Namespace) -> int:
-    from daybreak.squad_eval import evaluate_files
+    from daybreak.data.squad_eval import evaluate_files
 
     result = evaluate_files(args.dataset, args.predictions, stderr=io.StringIO() if args.quiet else sys.stderr)
     print(json.dumps(result))

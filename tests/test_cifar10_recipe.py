@@ -58,7 +58,7 @@ def patches(x: torch.Tensor) -> torch.Tensor:
 
 def test_recipe_registered_and_switches_are_boolean_hyperparameters():
     recipe = get_recipe("cifar10")
-    assert recipe.task == "cifar10" and recipe.model == "airbench_net" and recipe.lr_scaling == "linear"
+    assert recipe.task == "cifar10" and recipe.model == "airbench_net" and recipe.batch_scaling == "global"
     assert "\n" not in recipe.summary
     assert recipe.defaults["batch_size"] == 1024 and recipe.defaults["label_smoothing"] == 0.2
     assert set(recipe.switches) == {"augment", "tta", "label_smoothing_on", "whitening", "channels_last"}
@@ -178,10 +178,10 @@ def test_each_switch_changes_behaviour(data):
 
 def test_end_to_end_run_with_tiny_data(tmp_path, monkeypatch, data):
     task = TASKS.get("cifar10")
-    monkeypatch.setitem(TASKS._items, "cifar10", dataclasses.replace(task, load=lambda d, a, dl: data))
     out = tmp_path / "run"
-    result = run(RunConfig(task="cifar10", overrides={"epochs": 1, "batch_size": 32}, target=0.05, out=out,
-                           quiet=True, device="cpu"))
+    with TASKS.override("cifar10", dataclasses.replace(task, load=lambda d, a, dl: data)):
+        result = run(RunConfig(task="cifar10", overrides={"epochs": 1, "batch_size": 32}, target=0.05, out=out,
+                               quiet=True, device="cpu"))
     assert (out / RESULT_FILE).exists()
     saved = json.loads((out / RESULT_FILE).read_text())
     assert saved["recipe"] == "cifar10"

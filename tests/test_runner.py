@@ -163,7 +163,7 @@ def test_nan_loss_ends_run_as_diverged(tmp_path, capsys):
     (["run", "--recipe", "nosuch"], "unknown recipe"),
     (["run", "--recipe", "mnist"], "is for task mnist"),
     (["run", "--set", "lr"], "KEY=VALUE"),
-    (["run", "--set", "epochs=many"], "expected a int"),
+    (["run", "--set", "epochs=many"], "expected an integer"),
     (["run", "--set", "nosuch=1"], "unknown hyperparameter"),
     (["run", "--target", "0"], "--target"),
     (["run", "--target", "101"], "--target"),
@@ -197,7 +197,8 @@ def test_show_and_listing_commands(digits_run, capsys):
     assert "REACHED" in text and f"{result.time_to_target_s:.3f} s" in text
     assert main(["tasks"]) == 0
     text = capsys.readouterr().out
-    assert "digits" in text and "98.00%" in text and "cifar10" in text and "94.00%" in text and "99.00%" in text
+    assert "digits" in text and "98% top-1" in text and "cifar10" in text and "94% top-1" in text and "99% top-1" in text
+    assert "F1 0.75" in text and "93% top-5" in text and "digits (reference)" in text
     assert main(["recipes", "digits"]) == 0
     assert '"batch_size": 64' in capsys.readouterr().out
     assert main(["instances"]) == 0
@@ -232,22 +233,21 @@ def test_custom_batches_and_evaluator_plug_into_the_runner(tmp_path, monkeypatch
             calls["epochs"] += 1
             yield from super().epoch(epoch)
 
-    def load(data_dir, allow_custom, download):
-        data = load_digits_task()
-        data.make_train_batches = lambda plan: CountingBatches(data, plan)
+    inner = {}
+
+    def make_evaluator(data, plan):
         # a made-up "f1" metric: half the top-1 accuracy, so the target 0.45 means top-1 >= 90%
-        inner = {}
+        inner["e"] = InMemoryClassification(data, plan, top5=False)
+        return lambda model: {"f1": inner["e"](model)["top1"] / 2, "exact_match": 0.0}
 
-        def make_evaluator(plan):
-            inner["e"] = InMemoryClassification(data, plan, top5=False)
-            return lambda model: {"f1": inner["e"](model)["top1"] / 2, "exact_match": 0.0}
-
-        data.make_evaluator = make_evaluator
-        return data
+    from daybreak.metrics import F1
 
     task = TASKS.get("digits")
-    monkeypatch.setitem(TASKS._items, "digits", dataclasses.replace(task, metric="f1", target=0.45, load=load))
-    r = run(RunConfig(out=tmp_path / "r", quiet=True))
+    custom = dataclasses.replace(task, metric=F1, target=0.45, load=lambda d, a, dl: load_digits_task(),
+                                 make_train_batches=lambda data, plan: CountingBatches(data, plan),
+                                 make_evaluator=make_evaluator)
+    with TASKS.override("digits", custom):
+        r = run(RunConfig(out=tmp_path / "r", quiet=True))
     assert r.reached and r.metric == "f1" and calls["start"] == 1 and calls["epochs"] == len(r.history)
     assert r.history[-1].metrics["f1"] == r.history[-1].accuracy >= 0.45 and r.history[-1].top1 is None
     rows = (tmp_path / "r" / "dawnbench.tsv").read_text().splitlines()

@@ -16,7 +16,7 @@ from daybreak.errors import ChecksumError, ConfigError, DataError
 from daybreak.models.bert import BertConfig, bert_base
 from daybreak.models.hf_weights import load_hf_bert, save_hf_bert
 from daybreak.models.span_bert import SpanBert
-from daybreak.squad_eval import evaluate_squad, exact_match_score, f1_score, normalize_answer
+from daybreak.data.squad_eval import evaluate_squad, exact_match_score, f1_score, normalize_answer
 from daybreak.train.runner import RunConfig, run
 
 from conftest import single_line

@@ -146,7 +146,7 @@ def run_lesion(recipe_name: str, switches_text: str | list[str] | None, base: Re
         rows.append(row)
     seeds = list(range(base.seed_start, base.seed_start + base.runs))
     inputs = [str(out / name / f"seed-{s}") for name, _, _ in variants for s in seeds]
-    summary = LesionSummary(task=task.name, recipe=recipe.name, target=target, metric=task.metric, switches=switches,
+    summary = LesionSummary(task=task.name, recipe=recipe.name, target=target, metric=task.metric.name, switches=switches,
                             runs_per=base.runs, seeds=seeds, overrides=dict(base.run.overrides), variants=rows,
                             provenance=provenance(inputs, base.run.command))
     summary.save(out)
@@ -172,7 +172,7 @@ def table_rows(s: LesionSummary) -> tuple[list[str], list[list[str]]]:
 
 def write_lesion_views(s: LesionSummary, out: Path) -> list[Path]:
     from daybreak.analysis import plots
-    from daybreak.analysis.report import markdown_table
+    from daybreak.analysis.tables import markdown_table
 
     md = [f"# Lesion study: {s.recipe} ({s.task}, target {s.target * 100:.2f}% {s.metric})", "",
           markdown_table(*table_rows(s)), "", s.method + "."]

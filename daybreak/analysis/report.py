@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from daybreak.analysis.tables import markdown_table, md_text  # noqa: F401 (re-exported)
 from daybreak.analysis.sources import LoadedRun, Provenance, classify, provenance, runs_in, unique_labels
 from daybreak.errors import ConfigError, DaybreakError
 from daybreak.fileio import atomic_write_text
@@ -27,20 +28,6 @@ HTML_FILE = "index.html"
 MARKDOWN_FILE = "report.md"
 JSON_FILE = "report.json"
 MAX_RUN_COLUMNS = 10  # threshold table: one column per run up to this many runs
-
-
-def md_text(text: Any) -> str:
-    """Record text for Markdown: no raw HTML (``<`` and ``>`` as entities), one line."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
-
-
-def markdown_table(header: list[str], body: list[list[str]]) -> str:
-    def cell(text: Any) -> str:
-        return md_text(str(text).replace("\\", "\\\\").replace("|", "\\|"))
-
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
-    return "\n".join(lines)
 
 
 def _e(text: Any) -> str:

@@ -209,7 +209,7 @@ def runs_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
 
 def write_scaling(a: ScalingAnalysis, out: Path) -> list[Path]:
     from daybreak.analysis import plots
-    from daybreak.analysis.report import markdown_table
+    from daybreak.analysis.tables import markdown_table
 
     out.mkdir(parents=True, exist_ok=True)
     written = [atomic_write_text(out / JSON_FILE, a.model_dump_json(indent=2) + "\n")]

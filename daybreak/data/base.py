@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -17,8 +17,8 @@ class TaskData:
     Images keep their stored dtype (uint8 for MNIST/CIFAR, float for digits) and layout N,C,H,W; recipes
     normalize on the device. Labels are int64 class indices.
 
-    Datasets too large for memory (ImageNet) or with another metric (SQuAD) set ``make_train_batches`` /
-    ``make_evaluator`` (see daybreak.train.batches); their tensors may then be ``None`` (train) or hold what
+    Datasets too large for memory (ImageNet) or with another metric (SQuAD) have their batch source and evaluator
+    made by their task file (``daybreak/tasks/<name>.py``); their tensors may then be ``None`` (train) or hold what
     inference needs (eval inputs and labels, one example per row).
     """
 
@@ -30,9 +30,6 @@ class TaskData:
     official: bool = True  # False when the files do not match the official checksums (--allow-custom-data)
     source: str = ""  # where the data came from: a folder, a package, ...
     notes: list[str] = field(default_factory=list)  # e.g. which files failed the checksum
-    # BatchPlan -> TrainBatches / Evaluator (daybreak.train.batches); None = the in-memory defaults
-    make_train_batches: Callable[[Any], Any] | None = None
-    make_evaluator: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if (self.train_x is None) != (self.train_y is None):

@@ -36,7 +36,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -47,10 +47,6 @@ from daybreak.data import image_transforms as T
 from daybreak.data.base import TaskData, task_data_dir
 from daybreak.data.download import one_line
 from daybreak.errors import ChecksumError, ConfigError, DataError
-from daybreak.train.evaluate import correct_counts
-
-if TYPE_CHECKING:
-    from daybreak.train.batches import BatchPlan
 
 TASK = "imagenet"
 OFFICIAL_TRAIN = 1_281_167
@@ -298,7 +294,7 @@ def collate(items: list[tuple[np.ndarray | None, int, str | None]]) -> Any:
     return x, y
 
 
-def _unpack(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def unpack(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
     if isinstance(batch, dict):
         raise DataError(f"{TASK}: cannot decode {batch['error']}")
     return batch
@@ -341,34 +337,12 @@ def make_loader(dataset: Dataset, batch_sampler: Any, settings: PipelineSettings
     )
 
 
-def _to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     """(N, H, W, 3) uint8 on the host -> (N, 3, H, W) channels-last uint8 on the device (no copy of the layout)."""
     return x.to(device, non_blocking=device.type == "cuda").permute(0, 3, 1, 2)
 
 
-class ImageNetTrainBatches:
-    def __init__(self, data: "ImageNetData", plan: "BatchPlan"):
-        self.plan = plan
-        world, rank = plan.ctx.world_size, plan.ctx.rank
-        n = len(data.train)
-        batch = min(plan.batch_size, max(n // world, 1))
-        self.sampler = ShardedBatches(n, batch, world, rank, plan.seed, data.settings)
-        self.steps_per_epoch = self.sampler.steps
-        self.loader = make_loader(ImageFiles(data.root, data.train, data.settings), self.sampler, data.settings,
-                                  plan.device)
-
-    def start(self) -> None:
-        return None  # workers start with the first epoch's iterator (inside the clock: they read training data)
-
-    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        device, prepare = self.plan.device, self.plan.setup.prepare
-        self.sampler.set_epoch(epoch)
-        for batch in self.loader:
-            x, y = _unpack(batch)
-            yield prepare(_to_device(x, device)), y.to(device, non_blocking=device.type == "cuda")
-
-
-class _EvalOrder:
+class EvalOrder:
     """Batch sampler over fixed indices (this rank's share of the val set) at the eval size."""
 
     def __init__(self, indices: list[int], batch_size: int, size: int):
@@ -381,27 +355,6 @@ class _EvalOrder:
         for i in range(0, len(self.indices), self.batch_size):
             yield [(j, -1, self.size) for j in self.indices[i : i + self.batch_size]]
 
-
-class ImageNetEvaluator:
-    """Top-1 / top-5 over the val set: rank r takes images r, r + world, ...; counts are summed over ranks."""
-
-    def __init__(self, data: "ImageNetData", plan: "BatchPlan"):
-        self.plan = plan
-        world, rank = plan.ctx.world_size, plan.ctx.rank
-        s = data.settings
-        order = _EvalOrder(list(range(rank, len(data.val), world)), s.eval_batch_size, s.eval_size)
-        self.loader = make_loader(ImageFiles(data.root, data.val, s), order, s, plan.device)
-
-    def __call__(self, model: nn.Module) -> dict[str, float]:
-        p = self.plan
-        counts = torch.zeros(3, dtype=torch.long, device=p.device)
-        for batch in self.loader:
-            x, y = _unpack(batch)
-            x = p.setup.prepare(_to_device(x, p.device))
-            counts += correct_counts(model, x, y.to(p.device, non_blocking=True), device=p.device, amp=p.amp,
-                                     batch_size=len(x), predict=p.setup.predict, top5=True)
-        c1, c5, n = (int(v) for v in p.ctx.all_reduce_sum(counts).tolist())
-        return {"top1": c1 / max(n, 1), "top5": c5 / max(n, 1)}
 
 
 # --- the task's data ----------------------------------------------------------------------------------------------
@@ -433,12 +386,12 @@ class ImageNetData(TaskData):
         """Every val image through the eval transform: (N, 3, S, S) uint8, channels-last, in eval_y's order."""
         assert self.val is not None
         s = self.settings
-        order = _EvalOrder(list(range(len(self.val))), s.eval_batch_size, s.eval_size)
+        order = EvalOrder(list(range(len(self.val))), s.eval_batch_size, s.eval_size)
         loader = make_loader(ImageFiles(self.root, self.val, s), order, s, torch.device("cpu"))
         out = torch.empty((len(self.val), s.eval_size, s.eval_size, 3), dtype=torch.uint8)
         i = 0
         for batch in loader:
-            x, _ = _unpack(batch)
+            x, _ = unpack(batch)
             out[i : i + len(x)] = x
             i += len(x)
         return out.permute(0, 3, 1, 2)
@@ -505,6 +458,4 @@ def load_imagenet(data_dir: str | os.PathLike | None, *, allow_custom_data: bool
         num_classes=len(classes), official=official, source=os.path.abspath(folder), notes=notes,
         root=Path(os.path.abspath(folder)), classes=classes, train=train, val=val, settings=settings,
     )
-    data.make_train_batches = lambda plan: ImageNetTrainBatches(data, plan)
-    data.make_evaluator = lambda plan: ImageNetEvaluator(data, plan)
     return data

@@ -295,7 +295,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
     _check_out_dir(out)
     config.out = out
     result = RunResult(
-        run_id=out.name, task=task.name, recipe=RECIPE, model="external", framework="unknown", metric=task.metric,
+        run_id=out.name, task=task.name, recipe=RECIPE, model="external", framework="unknown", metric=task.metric.name,
         target=target, target_is_default=target == task.target, official=True, hyperparameters={}, seed=0,
         device="external", amp="unknown", compile=False, threads=None, stop_at_target=config.stop_at_target,
         eval_every_epochs=None, eval_every_steps=None, cost_per_hour=price, instance=instance,

@@ -194,12 +194,11 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
     model.eval()
     model.requires_grad_(False)
     # A task whose eval inputs are too large to keep decoded during training (ImageNet) decodes them here.
-    inference_inputs = getattr(data, "inference_inputs", None)
-    eval_x = inference_inputs() if callable(inference_inputs) else data.eval_x
+    eval_x = task.inputs_for_inference(data)
     inputs, prepared_on = _prepare_on_host(setup.prepare, eval_x, dev)
     if dev.type == "cuda":
         inputs = inputs.pin_memory()
-    top5 = task.metric == "top5" or task.report_top5
+    top5 = task.measures_top5
     return LoadedRun(
         run_dir=run_dir, result=result, checkpoint=payload, task=task, recipe=recipe,
         model=torch.compile(model) if compile else model, predict=setup.predict, device=dev, amp=amp,
@@ -500,7 +499,7 @@ def infer(config: InferConfig) -> InferenceResult:
         from daybreak.infer.loadgen import run_loadgen
 
         loadgen_result = run_loadgen(
-            loaded, Path(config.run_dir), min_query_count=config.loadgen_min_queries,
+            loaded, make_classifier(loaded), Path(config.run_dir), min_query_count=config.loadgen_min_queries,
             min_duration_ms=int(round(config.loadgen_min_duration_s * 1000)),
             expected_latency_ns=max(int(stats.p90_ms * 1e6), 1),
             expected_qps=throughput.examples_per_s if throughput else 1e9 / max(stats.mean_ms * 1e6, 1.0),

@@ -89,14 +89,12 @@ def parse_summary(text: str) -> dict[str, Any]:
 # --- running it ---------------------------------------------------------------------------------------------
 
 
-def run_loadgen(loaded: Any, run_dir: Path, *, min_query_count: int = 1024, min_duration_ms: int = 0,
+def run_loadgen(loaded: Any, classify: Any, run_dir: Path, *, min_query_count: int = 1024, min_duration_ms: int = 0,
                 expected_latency_ns: int = 1_000_000, expected_qps: float = 1000.0,
                 batch_size: int = 256, scenarios: tuple[str, ...] = ("SingleStream", "Offline")) -> LoadgenResult:
-    """Run LoadGen's scenarios on ``loaded`` (a daybreak.infer.latency.LoadedRun); logs in run_dir/loadgen/."""
+    """Run LoadGen's scenarios on ``loaded`` (a daybreak.infer.latency.LoadedRun) with its ``classify``
+    (daybreak.infer.latency.make_classifier); logs in run_dir/loadgen/."""
     lg = require_loadgen()
-    from daybreak.infer.latency import make_classifier
-
-    classify = make_classifier(loaded)
     queries = loaded.queries()
     inputs = loaded.inputs
     device = loaded.device

@@ -8,22 +8,17 @@ from torch import nn
 
 from daybreak.registry import Registry
 
-MODELS: Registry[Callable[..., nn.Module]] = Registry("model")
+# Filled on first use from every module of this package and the "daybreak.models" entry-point group.
+MODELS: Registry[Callable[..., nn.Module]] = Registry("model", package=__name__, entry_point_group="daybreak.models")
 register_model = MODELS.register
 
 
 def create_model(name: str, **kwargs: Any) -> nn.Module:
-    _import_all()
     return MODELS.get(name)(**kwargs)
 
 
 def model_names() -> list[str]:
-    _import_all()
     return MODELS.names()
-
-
-def _import_all() -> None:
-    from daybreak.models import bert, resnet50, resnet_cifar, small, span_bert  # noqa: F401
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -1,78 +1,120 @@
-"""Task registry: a dataset reader + metric + default target + eval split. ``get_task("mnist")``."""
+"""The task catalog: one file per task (``daybreak/tasks/<name>.py``) owns everything task-specific.
+
+A task file builds one ``Task`` and registers it with ``TASKS.add``: its reader hook-up, its typed ``Metric``,
+default target and eval split, its reference recipe (by name), the batch-source and evaluator factories when
+its data does not sit in memory, what inference needs, an ``InputSpec`` for synthetic workloads (sweeps,
+roofline, warm-up) and its leaderboard / DAWNBench facts. Task files are found by scanning this package and the
+``daybreak.tasks`` entry-point group, so adding a task is its task file plus its own reader, model and recipe
+files: nothing else is edited.
+
+``data/`` holds format readers only and imports nothing above it; the task file is where a reader meets the
+runner (``daybreak.train.batches``).
+"""
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
 
 from daybreak.data.base import TaskData
+from daybreak.metrics import TOP5, Metric
 from daybreak.registry import Registry
+
+if TYPE_CHECKING:
+    from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One example as the task's data source stores it (before the recipe's ``prepare``): what synthetic
+    workloads (throughput sweeps, roofline, contract tests) feed the task's models."""
+
+    shape: tuple[int, ...]  # e.g. (1, 28, 28) for MNIST, (384,) token ids for SQuAD windows
+    dtype: torch.dtype
+    kind: str = "image"  # "image" or "tokens"
+    value_range: tuple[float, float] = (0.0, 255.0)  # synthetic values are drawn from this range
+
+    def example(self, n: int, num_classes: int, *, generator: torch.Generator | None = None,
+                device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` synthetic examples and class labels of exactly this spec."""
+        g = generator or torch.Generator().manual_seed(0)
+        lo, hi = self.value_range
+        if self.dtype.is_floating_point:
+            x = torch.rand((n, *self.shape), generator=g) * (hi - lo) + lo
+            x = x.to(self.dtype)
+        else:
+            x = torch.randint(int(lo), int(hi) + 1, (n, *self.shape), generator=g, dtype=torch.int64).to(self.dtype)
+        y = torch.randint(0, max(num_classes, 1), (n,), generator=g)
+        return x.to(device), y.to(device)
+
+
+@dataclass(frozen=True)
+class LeaderboardFacts:
+    title: str  # "CIFAR-10"
+    dawnbench: bool = False  # one of DAWNBench v1's own tasks (its published entries rank with daybreak's)
+    dawnbench_folder: str | None = None  # its folder in the dawn-bench-entries repository ("CIFAR10")
+    eval_split: str = ""  # how the leaderboard names the eval split
+
+
+# (data_dir, allow_custom_data, download) -> TaskData
+Loader = Callable[[Path | None, bool, bool], TaskData]
 
 
 @dataclass(frozen=True)
 class Task:
     name: str
     description: str
-    metric: str  # "top1" or "top5": the accuracy the target applies to
-    target: float  # default target, as a fraction (0.94 = 94%)
-    eval_split: str  # what the accuracy is measured on
-    num_classes: int
-    # load(data_dir, allow_custom_data, download) -> TaskData; data_dir None means the default cache folder
-    load: Callable[[Path | None, bool, bool], TaskData]
+    metric: Metric  # what the target applies to
+    target: float  # default target as a fraction of the metric (0.94 = 94% top-1; 0.75 = F1 0.75)
+    eval_split: str  # what the metric is measured on
+    num_classes: int  # 0 when not classification
+    load: Loader
+    reference_recipe: str  # the recipe `daybreak run TASK` uses (named, never "the first one that sorts")
+    input_spec: InputSpec
+    leaderboard: LeaderboardFacts
     files: str = ""  # which files the task needs, for help and offline errors
-    report_top5: bool = False  # record top-5 accuracy in the history too
-    dawnbench_name: str | None = None  # the DAWNBench task this corresponds to, if any
+    extra_metrics: tuple[Metric, ...] = ()  # also measured at every evaluation (ImageNet records top-1 too)
+    # the runner's data source and evaluator for data that does not sit in memory as tensors, or whose metric is
+    # not classification accuracy; None: daybreak.train.batches' in-memory ones
+    make_train_batches: Callable[[TaskData, "BatchPlan"], "TrainBatches"] | None = None
+    make_evaluator: Callable[[TaskData, "BatchPlan"], "Evaluator"] | None = None
+    # daybreak infer: the eval inputs to time one at a time (default: data.eval_x)
+    inference_inputs: Callable[[TaskData], torch.Tensor] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def target_percent(self) -> float:
-        return round(self.target * 100, 6)
+    def measures_top5(self) -> bool:
+        return self.metric == TOP5 or TOP5 in self.extra_metrics
+
+    @property
+    def target_label(self) -> str:
+        return self.metric.target_label(self.target)
+
+    def inputs_for_inference(self, data: TaskData) -> torch.Tensor:
+        return self.inference_inputs(data) if self.inference_inputs is not None else data.eval_x
 
 
-TASKS: Registry[Task] = Registry("task")
+TASKS: Registry[Task] = Registry("task", package=__name__, entry_point_group="daybreak.tasks")
 
 
 def get_task(name: str) -> Task:
     return TASKS.get(name)
 
 
-def reader(module: str, function: str) -> Callable[[Path | None, bool, bool], TaskData]:
-    """A Task.load that imports its reader only when called: ``function(data_dir, allow_custom_data=, download=)``."""
+def task_names() -> list[str]:
+    return TASKS.names()
+
+
+def reader(module: str, function: str) -> Loader:
+    """A ``Task.load`` that imports its reader only when called: ``function(data_dir, allow_custom_data=,
+    download=)``."""
 
     def load(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
         read = getattr(importlib.import_module(module), function)
         return read(data_dir, allow_custom_data=allow_custom, download=download)
 
     return load
-
-
-def _load_digits(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
-    from daybreak.data.digits import load_digits_task
-
-    return load_digits_task()  # bundled with scikit-learn: nothing to find, check or download
-
-
-TASKS.add("digits", Task(
-    name="digits",
-    description="scikit-learn's bundled 8x8 handwritten digits; offline, no download",
-    metric="top1", target=0.98, eval_split="fixed seeded 25% test split (450 images)", num_classes=10,
-    load=_load_digits, files="none (bundled with scikit-learn)",
-))
-TASKS.add("mnist", Task(
-    name="mnist",
-    description="MNIST handwritten digits, the four IDX files",
-    metric="top1", target=0.99, eval_split="t10k test files (10,000 images)", num_classes=10,
-    load=reader("daybreak.data.mnist", "load_mnist"),
-    files="train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (.gz or not)",
-))
-TASKS.add("cifar10", Task(
-    name="cifar10",
-    description="CIFAR-10, the python distribution",
-    metric="top1", target=0.94, eval_split="test_batch (10,000 images)", num_classes=10,
-    load=reader("daybreak.data.cifar10", "load_cifar10"),
-    files="cifar-10-python.tar.gz or the extracted cifar-10-batches-py/",
-    dawnbench_name="CIFAR10",
-))
-
-from daybreak.tasks import extra  # noqa: E402,F401  (registers imagenet and squad)

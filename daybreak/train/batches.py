@@ -5,8 +5,8 @@
 - ``InMemoryClassification``: sharded top-1/top-5 evaluation of in-memory tensors.
 
 A task whose data does not fit in memory (ImageNet) or whose metric is not classification accuracy (SQuAD's F1)
-sets ``TaskData.make_train_batches`` / ``TaskData.make_evaluator`` to build its own objects with the same
-methods; the runner calls them with a ``BatchPlan``.
+has its task file (``daybreak/tasks/<name>.py``) set ``Task.make_train_batches`` / ``Task.make_evaluator`` to build
+its own objects with the same methods; the runner calls them with the data and a ``BatchPlan``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from daybreak.train.evaluate import correct_counts
 
 if TYPE_CHECKING:
     from daybreak.data.base import TaskData
+    from daybreak.tasks import Task
     from daybreak.recipes import TrainSetup
     from daybreak.train.distributed import DistContext
 
@@ -132,11 +133,13 @@ class InMemoryClassification:
         return metrics
 
 
-def train_batches_for(data: "TaskData", plan: BatchPlan) -> TrainBatches:
-    make: Callable[[BatchPlan], TrainBatches] | None = data.make_train_batches
-    return make(plan) if make is not None else InMemoryBatches(data, plan)
+def train_batches_for(task: "Task", data: "TaskData", plan: BatchPlan) -> TrainBatches:
+    if task.make_train_batches is not None:
+        return task.make_train_batches(data, plan)
+    return InMemoryBatches(data, plan)
 
 
-def evaluator_for(data: "TaskData", plan: BatchPlan, *, top5: bool) -> Evaluator:
-    make: Callable[[BatchPlan], Evaluator] | None = data.make_evaluator
-    return make(plan) if make is not None else InMemoryClassification(data, plan, top5=top5)
+def evaluator_for(task: "Task", data: "TaskData", plan: BatchPlan) -> Evaluator:
+    if task.make_evaluator is not None:
+        return task.make_evaluator(data, plan)
+    return InMemoryClassification(data, plan, top5=task.measures_top5)

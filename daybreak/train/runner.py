@@ -228,7 +228,7 @@ def _run(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, Any], targ
         recipe=recipe.name,
         model=recipe.model,
         framework=f"PyTorch {torch.__version__.split('+')[0]}",
-        metric=task.metric,
+        metric=task.metric.name,
         target=target,
         target_is_default=target == task.target,
         official=not unofficial,
@@ -319,7 +319,7 @@ def mllog_benchmark(recipe: Recipe, task: Task, target: float) -> str:
     """An MLPerf benchmark name only when the run follows that benchmark's definition (metric and target);
     otherwise a daybreak benchmark name, so MLPerf tools never read daybreak's metric as theirs."""
     claim = recipe.mllog_benchmark
-    if claim and recipe.mllog_metric == task.metric and recipe.mllog_target is not None \
+    if claim and recipe.mllog_metric == task.metric.name and recipe.mllog_target is not None \
             and target >= recipe.mllog_target:
         return claim
     return f"daybreak_{task.name}"
@@ -378,8 +378,8 @@ def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, A
         train_model = torch.compile(train_model)
     plan = BatchPlan(setup=setup, batch_size=recorder.result.per_device_batch_size or hp["batch_size"],
                      epochs=hp["epochs"], seed=config.seed, device=device, amp=amp, ctx=ctx)
-    batches = train_batches_for(data, plan)
-    evaluator = evaluator_for(data, plan, top5=task.report_top5 or task.metric == "top5")
+    batches = train_batches_for(task, data, plan)
+    evaluator = evaluator_for(task, data, plan)
     _record_effective(recorder, batches, data, ctx, hp)
     recorder.phase_end("model_init")
 
