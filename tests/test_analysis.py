@@ -284,6 +284,7 @@ def _fake_runs(template: Path, folder: Path, times: list[float | None], world_si
         d = folder / f"seed-{i}"
         d.mkdir(parents=True)
         r.run_id, r.seed, r.world_size = d.name, i, world_size
+        r.phases, r.clocks = [], {}  # the made-up times below are the whole story
         if t is None:
             r.reached, r.status, r.time_to_target_s, r.epochs_to_target = False, "not_reached", None, None
             r.history = _history([(1.0, 0.5), (2.0, 0.6)])

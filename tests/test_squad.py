@@ -413,14 +413,15 @@ def test_bad_squad_inputs_are_one_line_errors(tmp_path, capsys):
 
 
 def test_gradient_clipping_sees_unscaled_gradients_under_the_fp16_grad_scaler():
-    from daybreak.recipes.squad import ClippedAdamW
+    from daybreak.train.step import Backend, TrainStep
 
     torch.manual_seed(0)
     layer = torch.nn.Linear(4, 4)
-    optimizer = ClippedAdamW(layer.parameters(), max_grad_norm=1.0, lr=1e-3)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
-    scaler.scale((layer(torch.randn(8, 4)) * 100).pow(2).mean()).backward()
-    scaler.step(optimizer)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.0)  # lr 0: the weights stay, the gradients are kept
+    backend = Backend(torch.device("cpu"), "off")  # fp32 math; the scaler below scales the loss as fp16 would
+    step = TrainStep(layer, optimizer, lambda out, y: (out * 100).pow(2).mean(), backend, clip_grad_norm=1.0)
+    step.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    step(torch.randn(8, 4), None)
     norm = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in layer.parameters()]))
     assert norm.item() == pytest.approx(1.0, rel=1e-4)  # clipped after unscaling, not before
 

@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import statistics
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from daybreak.models import count_parameters, create_model
 from daybreak.records.throughput import (
     PeakResult, ThroughputConfig, ThroughputResult, load_results, to_csv, to_markdown, with_scaling,
 )
-from daybreak.sweep.launch import LaunchSpec, build_command, threads_per_process, worker_env
+from daybreak.sweep.launch import LaunchSpec, build_command, cpu_cores, threads_per_process, worker_env
 from daybreak.sweep.sweep import SweepOptions, run_sweep
 
 FAKE_PEAK_FP32 = 1e12  # a made-up ceiling so that sweeps never spend time measuring the real one
@@ -139,10 +140,17 @@ def test_peak_is_measured_and_cached(tmp_path, monkeypatch):
     assert result.bandwidth_bytes_per_s > 1e6 and result.copy_bytes == 8 * 2**20
     cached = tmp_path / "peak" / f"{result.machine_key}.json"
     assert cached.exists() and "torch" in result.machine_key
-    again = peak.get_peak(torch.device("cpu"))  # from the cache: not re-measured
+    again = peak.get_peak(torch.device("cpu"), precisions=("fp32",))  # from the cache: not re-measured
     assert again.measured_at == result.measured_at
     assert peak.get_peak(torch.device("cpu"), force=True, size=128, repeats=1, precisions=("fp32",),
                          copy_bytes=2**20, repeat_s=0.02).measured_at > result.measured_at
+    # a precision the cache lacks is measured and added; what was there stays
+    calls = []
+    real = peak.measure_peak
+    monkeypatch.setattr(peak, "measure_peak", lambda *a, **k: calls.append(k["precisions"]) or real(*a, **k))
+    more = peak.get_peak(torch.device("cpu"), precisions=("fp32", "fp16"), size=128, repeats=1, copy_bytes=2**20,
+                         repeat_s=0.02)
+    assert calls == [("fp16",)] and more.has("fp16") and more.has("fp32") and more.has("bf16")
 
 
 # --- sweeps -------------------------------------------------------------------------------------------------
@@ -199,7 +207,11 @@ def test_torchrun_configuration_scales_the_global_batch_and_reports_speedup(swee
     assert two.threads_per_process == threads_per_process(2, "cpu", None)
     assert two.flops_per_step == 2 * one.flops_per_step  # both ranks' work
     assert two.speedup == pytest.approx(two.samples_per_s / one.samples_per_s)
-    assert two.scaling_efficiency == pytest.approx(two.speedup / 2)
+    # CPU, default threads: both device counts share the node's cores, so perfect scaling is the ratio of threads
+    assert two.efficiency_basis == "same_total_cores" and two.cpu_cores == cpu_cores()
+    assert two.ideal_speedup == pytest.approx(2 * two.threads_per_process / one.threads_per_process)
+    assert two.scaling_efficiency == pytest.approx(two.speedup / two.ideal_speedup)
+    assert (two.scaling_efficiency > 1) == any("above 100%" in f for f in two.flags)
     assert one.speedup == pytest.approx(1.0)
     assert "torch.distributed.run" in two.command
 
@@ -226,7 +238,7 @@ def test_failures_are_recorded_and_find_max_batch_halves_until_it_fits(tmp_path,
     log: list[str] = []
     outcome = run_sweep(small_sweep(tmp_path, log, batch_sizes=[3, 20], data="digits", find_max_batch=True,
                                     steps=2, plots=False))
-    assert outcome.measured == 2 and outcome.failed == 1
+    assert outcome.measured == 2 and outcome.failed == 1, [(r.config.batch_size, r.status, r.error) for r in outcome.rows]
     rows = {r.config.batch_size: r for r in load_results(tmp_path / "results.jsonl")}
     failed, fitted = rows[3], rows[20]
     assert failed.status == "failed" and "injected failure" in failed.error and "\n" not in failed.error
@@ -272,9 +284,22 @@ def test_user_errors_are_one_line(tmp_path, capsys):
                  ["throughput", "--model", "resnet50", "--data", "squad", "--out", str(tmp_path)],
                  ["throughput", "--model", "resnet50", "--data", "nope", "--out", str(tmp_path)],
                  ["throughput", "--model", "digits_cnn", "--amp", "fp8", "--out", str(tmp_path)],
-                 ["throughput", "--model", "digits_cnn", "--devices", "2", "--nodes", "2", "--out", str(tmp_path)]):
-        assert main(argv) == 2
-        assert single_line(capsys.readouterr().err)
+                 ["throughput", "--model", "digits_cnn", "--devices", "2", "--nodes", "2", "--out", str(tmp_path)],
+                 ["throughput", "--model", "digits_cnn", "--steps", "0", "--out", str(tmp_path)],
+                 ["throughput", "--model", "digits_cnn", "--peak-budget", "0", "--out", str(tmp_path)],
+                 ["throughput", "--model", "digits_cnn", "--data-dir", str(tmp_path), "--out", str(tmp_path)],
+                 ["throughput", "--model", "digits_cnn", "--no-download", "--out", str(tmp_path)],
+                 ["peak", "--budget", "0"], ["peak", "--budget", "-5"], ["peak", "--precisions", "fp8"],
+                 ["peak", "--repeats", "0"], ["peak", "--threads", "0"]):
+        assert main(argv) == 2, argv
+        assert single_line(capsys.readouterr().err), argv
+    # argparse's own errors (not an int, a missing --model, a bad choice): one line and exit 2 too
+    for argv in (["throughput", "--model", "digits_cnn", "--steps", "x"], ["throughput", "--steps", "3"],
+                 ["throughput", "--model", "digits_cnn", "--mode", "fit"], ["peak", "--budget", "soon"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2, argv
+        assert single_line(capsys.readouterr().err), argv
     assert not (tmp_path / "results.jsonl").exists()
 
 
@@ -291,3 +316,192 @@ def test_worker_report_reads_a_failing_rank(tmp_path):
     assert not list(tmp_path.glob("result.json.rank*"))
     assert _read_report(result) is None
     json.loads(late.model_dump_json())
+
+
+# --- issue 13: bounded peak, emulated precisions, honest scaling, data flags --------------------------------
+
+def test_peak_stays_within_its_budget_even_on_a_slow_device(tmp_path, monkeypatch):
+    """A bound, not a performance claim: the whole measurement (all precisions and the bandwidth) ends within
+    the budget plus a generous margin for a busy machine, on this CPU and on a simulated one 2 ms per product
+    slower, by adapting n, the products per repeat and the repeats."""
+    from daybreak.measure import peak
+
+    budget, margin = 2.0, 2.0
+    start = time.perf_counter()
+    result = peak.get_peak(torch.device("cpu"), force=True, threads=1, budget_s=budget)
+    assert time.perf_counter() - start <= budget + margin
+    assert result.budget_s == budget and result.seconds <= budget + margin
+    assert result.flops_per_s["fp32"] > 0 and result.bandwidth_bytes_per_s > 0
+    assert all(result.has(p) or p in result.skipped for p in ("fp32", "bf16", "fp16"))
+
+    real = peak._time_products
+
+    def slow(a, b, c, count, device):  # really slower: time passes
+        time.sleep(0.002 * count)
+        return real(a, b, c, count, device) + 0.002 * count
+
+    monkeypatch.setattr(peak, "_time_products", slow)
+    start = time.perf_counter()
+    slow_result = peak.measure_peak(torch.device("cpu"), budget_s=budget)
+    assert time.perf_counter() - start <= budget + margin
+    assert slow_result.matmul_size["fp32"] < peak.DEFAULT_SIZE["cpu"]  # n adapted to the speed
+
+
+def test_a_much_slower_precision_is_recorded_as_emulated_not_as_a_ceiling(monkeypatch):
+    from daybreak.measure import peak
+    from daybreak.records.throughput import format_peak
+
+    real = peak._time_products
+
+    def bf16_emulated(a, b, c, count, device):  # bf16 matmuls report 1000x the time: no native support
+        t = real(a, b, c, count, device)
+        return t * 1000 if a.dtype == torch.bfloat16 else t
+
+    monkeypatch.setattr(peak, "_time_products", bf16_emulated)
+    with peak._threads(torch.device("cpu"), 1):  # one thread: steadier on a shared machine
+        result = peak.measure_peak(torch.device("cpu"), precisions=("fp32", "bf16"), repeats=3, budget_s=4.0,
+                                   bandwidth=False)
+    assert "bf16" in result.emulated, (result.flops_per_s, result.probe_flops_per_s, result.skipped, result.notes)
+    slow = result.emulated["bf16"]
+    assert slow.emulated is True and slow.slowdown_vs_fp32 >= peak.EMULATED_SLOWDOWN
+    assert "bf16 runs" in slow.note and "slower than fp32 on this CPU" in slow.note and "not a ceiling" in slow.note
+    assert "bf16" not in result.flops_per_s and result.peak_for_amp("bf16") == ("bf16", None)
+    assert result.flops_per_s["fp32"] > 0 and result.has("bf16")
+    assert "EMULATED" in format_peak(result)
+    # a sweep row in that precision gets no utilization, and says why
+    from daybreak.sweep.sweep import _Attempt, _result_from
+    from daybreak.sweep.worker import WorkerReport
+
+    config = ThroughputConfig(model="digits_cnn", batch_size=8, amp="bf16", steps=2, repeats=2)
+    report = WorkerReport(status="ok", batch_size=8, global_batch_size=8, times_s=[0.1, 0.1],
+                          flops_per_step_per_device=10**9, threads=2, cpu_cores=2)
+    row = _result_from(config, _Attempt("ok", None, report, [], 1.0), [], {2: result}, datetime.now(timezone.utc), 1.0)
+    assert row.utilization is None and row.peak_flops_per_s is None
+    assert any("no bf16 ceiling" in n and "not a ceiling" in n for n in row.notes)
+    # a peak file written before emulation was recognized: the slow precision is no ceiling either
+    old = PeakResult(schema_version=1, machine_key="old", device="cpu", device_name="x", torch="x",
+                     flops_per_s={"fp32": 1e11, "bf16": 2e11, "fp16": 1e9}, measured_at=datetime.now(timezone.utc))
+    assert set(old.flops_per_s) == {"fp32", "bf16"} and old.emulated["fp16"].slowdown_vs_fp32 == pytest.approx(100)
+
+
+def test_a_sweep_measures_only_the_precisions_and_thread_counts_it_needs():
+    from daybreak.sweep.sweep import expand, peak_needs, sweep_peaks
+
+    options = small_sweep(Path("unused"), [], devices=[1, 2], amps=["off"], peak=None, peak_budget_s=3.0)
+    configs = expand(options)
+    threads = {threads_per_process(1, "cpu"), threads_per_process(2, "cpu")}
+    assert peak_needs(configs) == {t: ["fp32"] for t in threads}
+    log: list[str] = []
+    start = time.perf_counter()
+    peaks = sweep_peaks(options, configs, log.append)
+    assert time.perf_counter() - start <= 3.0 + 2.0
+    assert set(peaks) == threads
+    for t, p in peaks.items():
+        assert p.threads == t and set(p.flops_per_s) == {"fp32"}
+        assert not p.emulated and not p.unsupported and set(p.probe_flops_per_s) == {"fp32"}
+    assert peak_needs(expand(small_sweep(Path("unused"), [], amps=["off", "bf16"], threads=1))) == {1: ["fp32", "bf16"]}
+    from daybreak.sweep.peak import DEFAULT_BUDGET_S
+    from daybreak.sweep.sweep import DEFAULT_PEAK_BUDGET_S
+
+    assert DEFAULT_BUDGET_S == DEFAULT_PEAK_BUDGET_S == 60.0
+
+
+def test_emulation_found_at_fewer_threads_holds_at_more(monkeypatch):
+    from daybreak.measure import peak
+    from daybreak.records.throughput import SlowPrecision
+
+    cpu = torch.device("cpu")
+    slow = SlowPrecision(flops_per_s=1e9, slowdown_vs_fp32=60.0, matmul_size=256,
+                         note="fp16 runs 60x slower than fp32 on this CPU: no native support; not a ceiling")
+    one_thread = PeakResult(machine_key=peak.machine_key(cpu, threads=1), device="cpu",
+                            device_name=peak.device_name(cpu), torch=torch.__version__, threads=1,
+                            flops_per_s={"fp32": 6e10}, emulated={"fp16": slow}, measured_at=datetime.now(timezone.utc))
+    peak.save(one_thread)
+    real = peak.probe_matmul
+
+    def no_fp16(device, dtype, n, limit_s):
+        assert dtype != torch.float16, "fp16 is known to be emulated on this CPU: not measured again"
+        return real(device, dtype, n, limit_s)
+
+    monkeypatch.setattr(peak, "probe_matmul", no_fp16)
+    result = peak.get_peak(cpu, precisions=("fp32", "fp16"), threads=2, budget_s=1.5)
+    assert result.threads == 2 and "fp16" not in result.flops_per_s
+    assert result.emulated["fp16"].note.endswith("(found at 1 thread)")
+
+
+def _row(devices: int, sps: float, threads: int, device: str = "cpu", explicit_threads: bool = False,
+         utilization: float | None = None) -> ThroughputResult:
+    config = ThroughputConfig(model="resnet50", batch_size=8, devices=devices, amp="bf16", device=device,
+                              threads=threads if explicit_threads else None)
+    return ThroughputResult(config=config, status="ok", world_size=devices, batch_size=8, global_batch_size=8 * devices,
+                            samples_per_s=sps, samples_per_s_min=sps, samples_per_s_max=sps,
+                            threads_per_process=threads, cpu_cores=2, utilization=utilization,
+                            peak_precision="bf16")
+
+
+def test_impossible_figures_are_flagged_in_the_record_tables_and_plots(tmp_path):
+    from daybreak.sweep.sweep import SPEEDUP_PLOT, _summary, write_plots
+
+    # the issue's 2-core CPU: 1 process x 2 threads vs 2 processes x 1 thread, 4.72x "speedup", 450% of the peak
+    one, two = with_scaling([_row(1, 10.0, 2, utilization=1.28), _row(2, 47.2, 1, utilization=4.5)])
+    assert two.efficiency_basis == "same_total_cores" and two.ideal_speedup == pytest.approx(1.0)
+    assert two.scaling_efficiency == pytest.approx(4.72)
+    assert any("scaling efficiency 472% is above 100%" in f for f in two.flags)
+    assert any("speedup 4.72x is above the 2 devices" in f for f in two.flags)
+    assert any("utilization 450%" in f and "above 100%" in f for f in two.flags)
+    assert any("utilization 128%" in f for f in one.flags)
+    md = to_markdown([one, two])
+    assert "472% (!)" in md and "4.72x (!)" in md and "450.0% of bf16 (!)" in md and "(4.72x !)" in md
+    assert "Flags (figures marked (!), not facts):" in md and "same_total_cores" in md
+    table = list(csv.DictReader(to_csv([one, two]).splitlines()))
+    assert table[1]["efficiency_basis"] == "same_total_cores" and "above 100%" in table[1]["flags"]
+    assert "(!)" in _summary(two)
+    written = write_plots(tmp_path, [one, two])
+    assert tmp_path / SPEEDUP_PLOT in written
+    # plausible figures carry no flag
+    a, b = with_scaling([_row(1, 10.0, 2, utilization=0.5), _row(2, 9.0, 1, utilization=0.4)])
+    assert b.scaling_efficiency == pytest.approx(0.9) and not a.flags and not b.flags
+    assert "(!)" not in to_markdown([a, b]).split("## All configurations")[1]
+
+
+def test_the_efficiency_basis_is_recorded():
+    # --threads 1: the baseline is one process with the same threads, so perfect scaling is the process count
+    _, two = with_scaling([_row(1, 10.0, 1, explicit_threads=True), _row(2, 18.0, 1, explicit_threads=True)])
+    assert two.efficiency_basis == "same_threads_per_process" and two.ideal_speedup == pytest.approx(2.0)
+    assert two.scaling_efficiency == pytest.approx(0.9) and not two.flags
+    # GPUs: each process its own device
+    _, gpu = with_scaling([_row(1, 100.0, 8, device="cuda"), _row(4, 360.0, 8, device="cuda")])
+    assert gpu.efficiency_basis == "devices" and gpu.ideal_speedup == pytest.approx(4.0)
+    # the same 2 cores split unevenly (3 cores, 2 processes x 1 thread): perfect scaling is 2/3
+    _, uneven = with_scaling([_row(1, 30.0, 3), _row(2, 18.0, 1)])
+    assert uneven.ideal_speedup == pytest.approx(2 / 3) and uneven.scaling_efficiency == pytest.approx(0.9)
+
+
+def test_throughput_reads_a_data_folder_with_the_same_flags_as_run(tmp_path, capsys):
+    import re
+
+    from daybreak.cli import build_parser, main
+    from daybreak.data.synthetic import write_mnist
+
+    from conftest import single_line
+
+    data = tmp_path / "mnist"
+    write_mnist(data, 64, 16, seed=0)
+    out = tmp_path / "sweep"
+    base = ["throughput", "--model", "mnist_cnn", "--data", "mnist", "--batch-sizes", "8", "--warmup", "1",
+            "--steps", "2", "--repeats", "1", "--device", "cpu", "--threads", "1", "--no-plots", "--quiet",
+            "--peak-budget", "1", "--out", str(out)]
+    throughput_flags = {o for a in build_parser()._subparsers._group_actions[0].choices["throughput"]._actions
+                        for o in a.option_strings}
+    # custom files without --allow-custom-data, a folder without the files: one line, naming real flags only
+    for extra in (["--data-dir", str(data), "--no-download"], ["--data-dir", str(tmp_path / "empty"), "--no-download"]):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert single_line(err) and "daybreak: error:" in err
+        named = set(re.findall(r"--[a-z][a-z-]+", err))
+        assert named and named <= throughput_flags, named - throughput_flags
+    assert main(base + ["--data-dir", str(data), "--allow-custom-data", "--no-download"]) == 0
+    [row] = load_results(out / "results.jsonl")
+    assert row.status == "ok", row.error
+    assert row.config.data_dir == str(data.resolve()) and row.config.allow_custom_data
+    assert row.data_official is False and row.input_shape == [1, 28, 28] and row.samples_per_s > 0

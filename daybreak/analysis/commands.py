@@ -22,7 +22,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE", default=[],
                    help="override a recipe hyperparameter (repeatable)")
     g.add_argument("--target", help="target accuracy: a fraction in (0, 1] or a percent with %% (default: the task's)")
-    g.add_argument("--seed-start", type=int, default=0, help="first seed; runs use seeds S, S+1, ...")
+    g.add_argument("--seed-start", type="seed", default=0, help="first seed (0..2**32-1); runs use seeds S, S+1, ...")
     g.add_argument("--data-dir", type=Path, help="folder holding the task's files")
     g.add_argument("--allow-custom-data", action="store_true", help="accept files that fail the official checksums")
     g.add_argument("--no-download", action="store_true", help="never download")

@@ -14,7 +14,7 @@ For each point:
   utilization = achieved / peak; fraction of the roofline = achieved / attainable.
 * Peak FLOP/s (matmul, in the run's precision) and bandwidth (large copy, read + write): from ``daybreak
   peak``'s cache for the device the run used (or ``--peak FILE``), measured on the spot with
-  :mod:`daybreak.measure.peak` when the run used this machine's hardware and nothing is cached. With several
+  :mod:`daybreak.sweep.peak` when the run used this machine's hardware and nothing is cached. With several
   devices both ceilings are multiplied by the world size.
 """
 
@@ -380,7 +380,7 @@ def _hardware_of_run(result: RunResult) -> tuple[str, str]:
 
 
 def cached_peaks() -> list[PeakResult]:
-    from daybreak.measure.peak import peak_cache_dir
+    from daybreak.sweep.peak import peak_cache_dir
     from daybreak.records.throughput import load_peak_file
 
     folder = peak_cache_dir()

@@ -33,6 +33,8 @@ class ThroughputScalingRow(BaseModel):
     samples_per_s: float
     speedup: float | None = None
     efficiency: float | None = None
+    efficiency_basis: str | None = None  # the sweep's basis (devices / same_total_cores / same_threads_per_process)
+    flags: list[str] = []  # figures that cannot be true, with the reason (never shown as plain facts)
 
 
 class ThroughputScalingGroup(BaseModel):
@@ -96,17 +98,28 @@ def throughput_groups(folder: Path) -> list[ThroughputScalingGroup]:
         label = base.config.model_copy(update=dict(devices=1, nodes=1)).label().replace(" devices=1", "")
         out.append(ThroughputScalingGroup(
             label=label, source=str(folder), baseline_devices=base.world_size,
-            rows=[ThroughputScalingRow(world_size=r.world_size, samples_per_s=r.samples_per_s,
-                                       speedup=sp[r.world_size][0], efficiency=sp[r.world_size][1])
-                  for r in members]))
+            rows=[_throughput_row(r, sp[r.world_size]) for r in members]))
     return out
 
 
+def _throughput_row(r, sp: tuple[float | None, float | None]) -> ThroughputScalingRow:
+    """The sweep's own speedup, efficiency and basis when it recorded them (on CPUs the ideal is not the device
+    count: see daybreak.records.throughput.scaling_basis), else speedup / devices."""
+    speedup = getattr(r, "speedup", None)
+    efficiency = getattr(r, "scaling_efficiency", None)
+    return ThroughputScalingRow(
+        world_size=r.world_size, samples_per_s=r.samples_per_s,
+        speedup=speedup if speedup is not None else sp[0], efficiency=efficiency if efficiency is not None else sp[1],
+        efficiency_basis=getattr(r, "efficiency_basis", None), flags=list(getattr(r, "flags", []) or []))
+
+
 def _time_per_epoch(run: LoadedRun) -> float | None:
+    """Training time per epoch (the train phase only: no data loading, init or evaluation, whatever the rules)."""
     h = run.result.history
     if not h or h[-1].epoch <= 0:
         return None
-    return h[-1].elapsed_s / h[-1].epoch
+    train = sum(p.end_s - p.start_s for p in run.result.phases if p.phase == "train")  # records with phases
+    return train / h[-1].epoch if train else h[-1].elapsed_s / h[-1].epoch
 
 
 def run_groups(runs: list[LoadedRun]) -> list[RunScalingGroup]:
@@ -190,8 +203,9 @@ def _x(v: float | None, fmt: str = "{:.2f}x") -> str:
 
 
 def throughput_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
-    header = ["configuration", "devices", "samples/s", "speedup", "efficiency"]
-    body = [[g.label, str(r.world_size), f"{r.samples_per_s:,.1f}", _x(r.speedup), _x(r.efficiency, "{:.0%}")]
+    header = ["configuration", "devices", "samples/s", "speedup", "efficiency", "basis"]
+    body = [[g.label, str(r.world_size), f"{r.samples_per_s:,.1f}", _x(r.speedup) + (" (!)" if r.flags else ""),
+             _x(r.efficiency, "{:.0%}") + (" (!)" if r.flags else ""), r.efficiency_basis or "devices"]
             for g in a.throughput for r in g.rows]
     return header, body
 

@@ -8,31 +8,37 @@ from a submission.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
-from urllib.parse import quote, urlparse
+from types import SimpleNamespace
+from typing import Any, Callable, Sequence
+from urllib.parse import quote, urlencode, urlparse
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from daybreak import __version__
+from daybreak.version import __version__
 from daybreak.fileio import atomic_write_text
 from daybreak.leaderboard.plot import curve_svg
-from daybreak.leaderboard.ranking import OBJECTIVES, Objective, format_hms, leaderboard, row
+from daybreak.leaderboard.ranking import OBJECTIVES, Objective, format_hms, leaderboard
+from daybreak.leaderboard.submission import FORMAT_REPEAT, PROVENANCE_SELF
 from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, get_task
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 INDEX_TOP = 10
+PAGE_ROWS = 100  # rows per page of a full table on the server
 
 Link = Callable[..., str]
 
 
 def server_link(kind: str, **kw: Any) -> str:
+    query = {k: v for k, v in (("page", kw.get("page")), ("provenance", kw.get("provenance"))) if v}
+    suffix = ("?" + urlencode(query)) if query else ""
     if kind == "index":
-        return "/"
+        return "/" + suffix
     if kind == "board":
-        return f"/tasks/{quote(kw['task'])}/{quote(kw['objective'])}"
+        return f"/tasks/{quote(kw['task'])}/{quote(kw['objective'])}" + suffix
     if kind == "entry":
         return f"/entries/{int(kw['entry_id'])}"
     raise ValueError(kind)
@@ -70,6 +76,8 @@ def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = Non
 
 
 def entry_json(entry: Any) -> dict[str, Any]:
+    from daybreak.leaderboard.store import run_times
+
     return {
         "id": entry.id, "task": entry.task, "kind": entry.kind, "model": entry.model, "hardware": entry.hardware,
         "framework": entry.framework, "author": entry.author, "author_email": entry.author_email,
@@ -77,13 +85,41 @@ def entry_json(entry: Any) -> dict[str, Any]:
         "submitted_at": entry.submitted_at.isoformat(), "imported_at": entry.imported_at.isoformat(),
         "source": entry.source, "source_format": entry.source_format, "submitter": entry.submitter,
         "metric": entry.metric, "target": entry.target, "accuracy": entry.accuracy,
-        "accuracy_unit": entry.accuracy_unit, "time_to_target_s": entry.time_to_target_s,
-        "epochs_to_target": entry.epochs_to_target, "cost_per_hour": entry.cost_per_hour,
-        "train_cost_usd": entry.train_cost_usd, "latency_ms": entry.latency_ms,
-        "cost_per_example_usd": entry.cost_per_example_usd, "inference_cost_10k_usd": entry.inference_cost_10k_usd,
+        "accuracy_unit": entry.accuracy_unit, "time_to_target_s": _finite(entry.time_to_target_s),
+        "epochs_to_target": _finite(entry.epochs_to_target), "cost_per_hour": _finite(entry.cost_per_hour),
+        "train_cost_usd": _finite(entry.train_cost_usd), "latency_ms": _finite(entry.latency_ms),
+        "cost_per_example_usd": _finite(entry.cost_per_example_usd),
+        "inference_cost_10k_usd": _finite(entry.inference_cost_10k_usd),
+        "provenance": entry.provenance or PROVENANCE_SELF, "provenance_detail": entry.provenance_detail or "",
+        "runs": None if not entry.runs_n else {
+            "n": entry.runs_n, "reached": entry.runs_reached, "reached_fraction": (entry.runs_reached or 0) /
+            entry.runs_n, "cv": _finite(entry.runs_cv), "times_s": run_times(entry), "score": "olympic mean"},
+        "reproduction_of": entry.reproduction_of, "reproduced_by": entry.reproduced_by,
+        "reproduction_ratio": _finite(entry.reproduction_ratio), "reproduction_status": entry.reproduction_status,
         "curve": entry.curve, "tsv_columns": entry.tsv_columns, "notes": entry.notes, "document": entry.document,
         "content_hash": entry.content_hash,
     }
+
+
+def job_json(job: Any) -> dict[str, Any]:
+    def iso(t):
+        return None if t is None else t.isoformat()
+
+    return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": job.reason,
+            "requested_by": job.requested_by, "created_at": iso(job.created_at), "started_at": iso(job.started_at),
+            "finished_at": iso(job.finished_at), "attempts": job.attempts,
+            "result_entry_id": job.result_entry_id, "url": f"/api/jobs/{int(job.id)}"}
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+PROVENANCE_TEXT = {
+    "reproduced": "re-run by the host, which reached the target",
+    "daybreak-run": "a daybreak run directory imported by the host",
+    "self-reported": "submitted: the host has not re-run it",
+}
 
 
 @dataclass
@@ -98,69 +134,102 @@ class Site:
         self.store = store
         self.env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                                trim_blocks=True, lstrip_blocks=True)
+        self.env.globals["provenance_text"] = PROVENANCE_TEXT
+        self.env.filters["pct"] = lambda v: "-" if v is None else f"{v * 100:.1f}%"
+        self.env.filters["pvalue"] = lambda p: "-" if p is None else (f"{p:.2g}" if p >= 1e-4 else "< 0.0001")
 
     def _render(self, template: str, link: Link, **context: Any) -> str:
         generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        return self.env.get_template(template).render(link=link, version=__version__, generated=generated, **context)
+        context.setdefault("provenance", [])
+        return self.env.get_template(template).render(link=link, version=__version__, generated=generated,
+                                                      server=link is server_link, **context)
 
     # -- data ----------------------------------------------------------------------------------------------
 
-    def sections(self, top: int | None = INDEX_TOP) -> list[dict[str, Any]]:
+    def sections(self, top: int | None = INDEX_TOP, provenance: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Every task x objective: the first ``top`` rows (columns only, LIMIT) and the count of the rest."""
         out = []
         for task in all_tasks():
             boards = []
             for obj in OBJECTIVES.values():
-                ranked = self.store.ranked(task.name, obj.column)
-                rows = [row(r.entry, obj, i) for i, r in enumerate(ranked, start=1)]
-                boards.append(Board(obj, rows[:top] if top else rows, len(rows)))
+                rows = leaderboard(self.store, task.name, obj, top=top, provenance=provenance)
+                total = self.store.count_ranked(task.name, obj.column, provenance=provenance)
+                boards.append(Board(obj, rows, total))
             out.append({"task": task, "boards": boards})
         return out
 
-    def entry_context(self, entry: Any) -> dict[str, Any]:
+    def entry_context(self, entry: Any, ranks: dict[str, tuple[int, int]] | None = None,
+                      reproductions: list[Any] | None = None, jobs: list[Any] | None = None) -> dict[str, Any]:
+        """Everything the entry page shows. ``ranks``/``reproductions``: precomputed by the static export (one
+        pass over each board); without them two COUNT queries per objective and one query find them."""
         task = get_task(entry.task)
-        ranks, unranked = [], []
+        rank_list, unranked = [], []
         for obj in OBJECTIVES.values():
             if obj.kind != entry.kind:
                 continue
             if getattr(entry, obj.column) is None:
                 unranked.append(obj.title)
                 continue
-            ranked = self.store.ranked(entry.task, obj.column)
-            position = next(i for i, r in enumerate(ranked, start=1) if r.entry.id == entry.id)
-            ranks.append({"objective": obj, "rank": position, "total": len(ranked),
-                          "display": obj.display(getattr(entry, obj.column))})
+            found = ranks.get(obj.name) if ranks is not None else self.store.rank_of(entry, obj.column)
+            if found is None:
+                unranked.append(obj.title)
+                continue
+            rank_list.append({"objective": obj, "rank": found[0], "total": found[1],
+                              "display": obj.display(getattr(entry, obj.column))})
         curve = entry.curve
         svg = None
         if curve:
             reached = entry.time_to_target_s / 3600.0 if entry.time_to_target_s is not None else None
             svg = curve_svg(curve, entry.target, metric=entry.metric, reached_hours=reached,
                             title=f"{entry.model}: {task.metric_label} vs. training time")
+        document = entry.document
+        runs = document.get("runs") if entry.source_format == FORMAT_REPEAT and isinstance(document, dict) else None
+        if reproductions is None:
+            reproductions = self.store.reproductions_of(entry.id)
+        original = None
+        if entry.reproduction_of is not None:
+            found = self.store.list_rows([entry.reproduction_of]) if ranks is None else []
+            original = found[0] if found else SimpleNamespace(id=entry.reproduction_of, model="entry "
+                                                              f"{entry.reproduction_of}")
         return {
-            "entry": entry, "task": task, "ranks": ranks, "unranked": unranked, "svg": svg, "curve": curve,
+            "entry": entry, "task": task, "ranks": rank_list, "unranked": unranked, "svg": svg, "curve": curve,
             "code_href": safe_href(entry.code_url), "metric_label": "F1" if task.metric == "f1" else "Accuracy (%)",
             "accuracy_text": accuracy_text(task, entry.accuracy, entry.accuracy_unit),
-            "document_text": json.dumps(entry.document, indent=2, ensure_ascii=False),
-            "hms": format_hms,
+            "document_text": json.dumps(document, indent=2, ensure_ascii=False),
+            "hms": format_hms, "runs": runs, "reproductions": reproductions, "original": original,
+            "jobs": jobs or [], "reproducible": reproducible_reason(entry),
             "acc": (lambda a: f"{a:.4f}") if task.metric == "f1" else (lambda a: f"{a * 100:.2f}"),
         }
 
     # -- pages ---------------------------------------------------------------------------------------------
 
-    def index_html(self, link: Link = server_link) -> str:
-        return self._render("index.html", link, sections=self.sections(), total_entries=self.store.count())
+    def index_html(self, link: Link = server_link, provenance: Sequence[str] | None = None) -> str:
+        return self._render("index.html", link, sections=self.sections(provenance=provenance),
+                            total_entries=self.store.count(), provenance=provenance or [])
 
-    def board_html(self, task: str, objective: str, link: Link = server_link) -> str:
+    def board_html(self, task: str, objective: str, link: Link = server_link, page: int = 1,
+                   per_page: int | None = PAGE_ROWS, provenance: Sequence[str] | None = None,
+                   rows: list[dict[str, Any]] | None = None) -> str:
         lb_task, obj = get_task(task), OBJECTIVES[objective]
-        rows = leaderboard(self.store, lb_task.name, obj)
-        return self._render("board.html", link, task=lb_task, objective=obj, rows=rows)
+        total = self.store.count_ranked(lb_task.name, obj.column, provenance=provenance) if rows is None else len(rows)
+        if rows is None:
+            rows = leaderboard(self.store, lb_task.name, obj, top=per_page, offset=(page - 1) * (per_page or 0),
+                               provenance=provenance)
+        pages = 1 if not per_page else max(1, -(-total // per_page))
+        return self._render("board.html", link, task=lb_task, objective=obj, rows=rows, total=total, page=page,
+                            pages=pages, provenance=provenance or [])
 
-    def entry_html(self, entry: Any, link: Link = server_link) -> str:
-        return self._render("entry.html", link, **self.entry_context(entry))
+    def entry_html(self, entry: Any, link: Link = server_link, **context: Any) -> str:
+        return self._render("entry.html", link, **self.entry_context(entry, **context))
 
     # -- static export -------------------------------------------------------------------------------------
 
     def export(self, folder: Path) -> int:
-        """Write the whole site as static files under ``folder``; returns the number of files written."""
+        """Write the whole site as static files under ``folder``; returns the number of files written.
+
+        Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; the
+        reproductions are read in one query; then the entries are read in id order, 100 at a time, each page
+        rendered from what is already known."""
         folder = Path(folder)
         written = 0
 
@@ -171,17 +240,35 @@ class Site:
 
         write("index.html", self.index_html(static_link(0)))
         tasks_json = []
+        ranks: dict[int, dict[str, tuple[int, int]]] = {}
         for task in all_tasks():
             tasks_json.append(task_json(task))
             for obj in OBJECTIVES.values():
-                write(f"tasks/{task.name}/{obj.name}.html", self.board_html(task.name, obj.name, static_link(2)))
-                write(f"api/leaderboard/{task.name}/{obj.name}.json",
-                      json.dumps(leaderboard(self.store, task.name, obj), indent=2) + "\n")
+                rows = leaderboard(self.store, task.name, obj)
+                for r in rows:
+                    ranks.setdefault(r["entry_id"], {})[obj.name] = (r["rank"], len(rows))
+                write(f"tasks/{task.name}/{obj.name}.html",
+                      self.board_html(task.name, obj.name, static_link(2), per_page=None, rows=rows))
+                write(f"api/leaderboard/{task.name}/{obj.name}.json", json.dumps(rows, indent=2) + "\n")
         write("api/tasks.json", json.dumps(tasks_json, indent=2) + "\n")
-        for entry in self.store.entries():
-            write(f"entries/{int(entry.id)}.html", self.entry_html(entry, static_link(1)))
+        reproductions = self.store.all_reproductions()
+        for entry in self.store.iter_entries():
+            write(f"entries/{int(entry.id)}.html",
+                  self.entry_html(entry, static_link(1), ranks=ranks.get(entry.id, {}),
+                                  reproductions=reproductions.get(entry.id, [])))
             write(f"api/entries/{int(entry.id)}.json", json.dumps(entry_json(entry), indent=2) + "\n")
         return written
+
+
+def reproducible_reason(entry: Any) -> str | None:
+    """None when the host can re-run ``entry`` (it names a daybreak task and recipe), else why not."""
+    from daybreak.leaderboard.reproduce import ReproduceError, plan_for
+
+    try:
+        plan_for(entry)
+    except ReproduceError as e:
+        return str(e)
+    return None
 
 
 def task_json(task: LeaderboardTask) -> dict[str, Any]:

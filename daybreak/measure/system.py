@@ -89,7 +89,7 @@ def _static_info() -> dict:
     import psutil
     import torch
 
-    import daybreak
+    from daybreak.version import __version__ as daybreak_version
 
     gpus: list[GpuInfo] = []
     cuda_version = cudnn_version = None
@@ -111,7 +111,7 @@ def _static_info() -> dict:
         platform=platform.platform(),
         python=platform.python_version(),
         torch=torch.__version__,
-        daybreak=daybreak.__version__,
+        daybreak=daybreak_version,
         numpy=numpy.__version__,
         cpu_model=_cpu_model(),
         cpu_cores_physical=psutil.cpu_count(logical=False),

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from daybreak.data.base import TaskData
 from daybreak.models import create_model
-from daybreak.recipes import RECIPES, Recipe, TrainSetup
+from daybreak.recipes import FRACTION, POSITIVE, RECIPES, Recipe, TrainSetup
 from daybreak.recipes.common import random_flip, random_translate, triangular
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)  # per-channel mean of the 50,000 training images (after /255)
@@ -44,6 +44,8 @@ HYPERPARAMETERS: dict[str, Any] = dict(
                            # PyTorch's default init like any other conv
     channels_last=True,    # switch: NHWC model and inputs, the layout cuDNN/tensor cores prefer (speed only)
 )
+# lr and bias_lr_scale divide the weight decay; the others: see Range in daybreak/recipes/__init__.py
+LIMITS = dict(lr=POSITIVE, bias_lr_scale=POSITIVE, warmup=FRACTION)
 
 
 def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetup:
@@ -101,6 +103,6 @@ RECIPES.add("cifar10", Recipe(
     name="cifar10", task="cifar10", model="airbench_net",
     summary="airbench-style net (frozen patch whitening, 3 conv blocks), Nesterov SGD, warm-up + linear decay, "
             "flip/translate, flip TTA",
-    defaults=HYPERPARAMETERS, build=build, batch_scaling="global",
+    defaults=HYPERPARAMETERS, limits=LIMITS, build=build, batch_scaling="global",
     switches=("augment", "tta", "label_smoothing_on", "whitening", "channels_last"),
 ))

@@ -8,7 +8,7 @@ import torch
 
 from daybreak.data.base import TaskData
 from daybreak.models import create_model
-from daybreak.recipes import RECIPES, Recipe, TrainSetup
+from daybreak.recipes import COUNT, FRACTION, RECIPES, Recipe, TrainSetup
 from daybreak.recipes.common import nesterov_translate_setup
 
 HYPERPARAMETERS: dict[str, Any] = dict(
@@ -22,6 +22,7 @@ HYPERPARAMETERS: dict[str, Any] = dict(
     width=32,              # conv channels; 32/64 is plenty for 8x8 inputs
     augment=True,          # +-1 pixel translation: the cheapest regularizer for 8x8 images
 )
+LIMITS = dict(peak_at=FRACTION, width=COUNT)  # the others: see Range in daybreak/recipes/__init__.py
 
 
 def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetup:
@@ -36,6 +37,6 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
 RECIPES.add("digits", Recipe(
     name="digits", task="digits", model="digits_cnn",
     summary="small BN CNN, Nesterov SGD, triangular lr, translate augmentation",
-    defaults=HYPERPARAMETERS, build=build, batch_scaling="global",
+    defaults=HYPERPARAMETERS, limits=LIMITS, build=build, batch_scaling="global",
     switches=("augment",),
 ))

@@ -24,7 +24,7 @@ from torch import nn
 from daybreak.data.base import TaskData
 from daybreak.errors import ConfigError
 from daybreak.models import create_model
-from daybreak.recipes import RECIPES, Recipe, TrainSetup
+from daybreak.recipes import COUNT, Range, RECIPES, Recipe, TrainSetup
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # per-channel mean of the ImageNet training images (RGB, after /255)
 IMAGENET_STD = (0.229, 0.224, 0.225)   # and their standard deviation
@@ -56,6 +56,8 @@ HYPERPARAMETERS: dict[str, Any] = dict(
     eval_batch_size=256,    # validation images per forward pass (memory only; no effect on results)
     channels_last=True,     # switch: NHWC activations, what cuDNN's tensor-core convolutions want (speed only)
 )
+LIMITS = dict(workers=Range(-1), prefetch=COUNT, image_size=COUNT, eval_size=COUNT, eval_resize=COUNT,
+              min_scale=Range(0.0, 1.0, low_open=True))  # the others: see Range in daybreak/recipes/__init__.py
 
 
 class Normalized(nn.Module):
@@ -146,7 +148,6 @@ def mllog_events(hp: dict[str, Any], data: TaskData, global_batch_size: int) -> 
     steps_per_epoch = max(train_samples // max(global_batch_size, 1), 1)
     return {
         "train_samples": train_samples,
-        "eval_samples": len(data.eval_y),
         "gradient_accumulation_steps": 1,
         "opt_name": "sgd",
         "sgd_opt_base_learning_rate": hp["lr"] * global_batch_size / 256,
@@ -164,7 +165,7 @@ RECIPES.add("imagenet_resnet50", Recipe(
     name="imagenet_resnet50", task="imagenet", model="resnet50",
     summary="ResNet-50 v1.5, SGD 0.256/256 momentum 0.875, label smoothing 0.1, 5-epoch warm-up + cosine, "
             "RandomResizedCrop + flip at 224 (optional progressive resizing), channels-last",
-    defaults=HYPERPARAMETERS, build=build, batch_scaling="per-device", lr_scaling="linear",
+    defaults=HYPERPARAMETERS, limits=LIMITS, build=build, batch_scaling="per-device", lr_scaling="linear",
     switches=("flip", "jpeg_draft", "channels_last"),
     mllog_benchmark=MLLOG_BENCHMARK, mllog_metric="top1", mllog_target=0.759,  # MLPerf resnet: 75.90% top-1
     mllog_events=mllog_events,

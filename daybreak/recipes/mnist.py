@@ -8,7 +8,7 @@ import torch
 
 from daybreak.data.base import TaskData
 from daybreak.models import create_model
-from daybreak.recipes import RECIPES, Recipe, TrainSetup
+from daybreak.recipes import COUNT, FRACTION, RECIPES, Recipe, TrainSetup
 from daybreak.recipes.common import nesterov_translate_setup
 
 HYPERPARAMETERS: dict[str, Any] = dict(
@@ -22,6 +22,7 @@ HYPERPARAMETERS: dict[str, Any] = dict(
     width=16,              # 16/32/64 channels: ~4 MFLOPs per image forward, ~1.5 s per 8k-image epoch on 2 cores
     augment=True,          # +-2 pixel translation; MNIST digits are centred, shifts are the natural jitter
 )
+LIMITS = dict(peak_at=FRACTION, width=COUNT)  # the others: see Range in daybreak/recipes/__init__.py
 
 
 def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetup:
@@ -36,6 +37,6 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
 RECIPES.add("mnist", Recipe(
     name="mnist", task="mnist", model="mnist_cnn",
     summary="narrow BN CNN, Nesterov SGD, one-cycle-like lr, translate augmentation",
-    defaults=HYPERPARAMETERS, build=build, batch_scaling="global",
+    defaults=HYPERPARAMETERS, limits=LIMITS, build=build, batch_scaling="global",
     switches=("augment",),
 ))

@@ -25,7 +25,7 @@ from daybreak.data.base import TaskData
 from daybreak.errors import ConfigError
 from daybreak.models.bert import BertConfig
 from daybreak.models.span_bert import SpanBert
-from daybreak.recipes import RECIPES, Recipe, TrainSetup
+from daybreak.recipes import BELOW_ONE, COUNT, RECIPES, Recipe, TrainSetup
 from daybreak.recipes.common import triangular
 
 MAX_POSITIONS = 512  # BERT's position table; every published BERT-base checkpoint has 512
@@ -54,30 +54,11 @@ HYPERPARAMETERS: dict[str, Any] = dict(
     intermediate=3072,
     init_from="",           # a local Hugging Face BERT folder to start from; "" trains from random weights
 )
+LIMITS = dict(warmup=BELOW_ONE, max_seq_len=COUNT, doc_stride=COUNT, max_query_len=COUNT, max_answer_len=COUNT,
+              n_best=COUNT, layers=COUNT, hidden=COUNT, heads=COUNT, intermediate=COUNT)  # others: see Range
 
 _HINT = {"num_hidden_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
          "intermediate_size": "intermediate"}
-
-
-class ClippedAdamW(torch.optim.AdamW):
-    """AdamW that clips the global gradient norm first (the runner's loop has no clipping step of its own).
-
-    Under fp16 the runner's GradScaler unscales the gradients before calling ``step``, so the clip sees true norms.
-    """
-
-    def __init__(self, params: Any, *, max_grad_norm: float, **kwargs: Any):
-        super().__init__(params, **kwargs)
-        self.max_grad_norm = max_grad_norm
-        # The fused kernel can take still-scaled fp16 gradients from GradScaler; clipping needs them unscaled, so
-        # make GradScaler unscale first (its ordinary path) whatever the implementation.
-        self._step_supports_amp_scaling = False
-
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
-        if self.max_grad_norm > 0:
-            params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
-            torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-        return super().step(closure)
 
 
 def span_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -133,10 +114,9 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
     no_decay = [p for n, p in model.named_parameters() if n.endswith(".bias") or ".LayerNorm." in n]
     no_decay_ids = {id(p) for p in no_decay}
     decay = [p for p in model.parameters() if id(p) not in no_decay_ids]
-    optimizer = ClippedAdamW(
+    optimizer = torch.optim.AdamW(
         [dict(params=decay, weight_decay=hp["weight_decay"]), dict(params=no_decay, weight_decay=0.0)],
-        lr=hp["lr"], betas=(hp["adam_beta1"], hp["adam_beta2"]), eps=hp["adam_eps"],
-        max_grad_norm=hp["grad_clip"], fused=device.type == "cuda",
+        lr=hp["lr"], betas=(hp["adam_beta1"], hp["adam_beta2"]), eps=hp["adam_eps"], fused=device.type == "cuda",
     )
     return TrainSetup(
         model=model,
@@ -144,6 +124,7 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
         lr_multiplier=triangular(hp["warmup"], start=0.0, end=0.0),
         loss_fn=span_loss,
         prepare=lambda x: x.long(),  # feature rows are int32 in memory; the embeddings take int64 ids
+        clip_grad_norm=hp["grad_clip"],  # the runner's step clips after unscaling (fp16) and before the update
     )
 
 
@@ -155,7 +136,6 @@ def mllog_events(hp: dict[str, Any], data: TaskData, global_batch_size: int) -> 
     train_samples = len(data.train_features()) if isinstance(data, SquadData) else 0
     return {
         "train_samples": train_samples,
-        "eval_samples": len(data.eval_y),
         "opt_name": "adamw",
         "opt_base_learning_rate": hp["lr"],
         "opt_adamw_beta_1": hp["adam_beta1"],
@@ -172,5 +152,6 @@ RECIPES.add("squad_bert_base", Recipe(
     name="squad_bert_base", task="squad", model="bert_base_squad",
     summary="BERT-base + span head, AdamW 5e-5 at batch 32, 10% warm-up + linear decay, 2 epochs, 384/128 windows; "
             "init_from= a local Hugging Face BERT",
-    defaults=HYPERPARAMETERS, build=build, batch_scaling="per-device", lr_scaling="sqrt", mllog_events=mllog_events,
+    defaults=HYPERPARAMETERS, limits=LIMITS, build=build, batch_scaling="per-device", lr_scaling="sqrt",
+    mllog_events=mllog_events,
 ))

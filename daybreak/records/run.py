@@ -137,6 +137,7 @@ class RunResult(BaseModel):
     rules: str = "dawnbench"  # the rule set of the headline figures (time_to_target_s, elapsed_s, cost_usd)
     phases: list[PhaseInterval] = Field(default_factory=list)  # raw phase intervals (daybreak.rules.PHASES)
     clocks: dict[str, ClockFigure] = Field(default_factory=dict)  # every rule set's figures
+    setup_notes: list[str] = Field(default_factory=list)  # what the recipe's build reported (derived values, ...)
     recompiles_under_clock: int | None = None  # torch.compile recompilations during training/eval (0 = clean)
     context: MeasurementContext = Field(default_factory=MeasurementContext)
     warnings: list[str] = Field(default_factory=list)

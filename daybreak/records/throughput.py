@@ -17,11 +17,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from daybreak.measure.system import SystemInfo
 
 Mode = Literal["train", "infer"]
+# How a multi-device row's scaling efficiency is computed (speedup / ideal speedup over its 1-device row):
+#   devices: accelerators; each process has its own device, so the ideal speedup is the device count.
+#   same_total_cores: CPU, default threads; every device count shares the node's cores (1 process x C threads
+#       vs D processes x C/D threads), so the ideal speedup is the ratio of total threads (1 per node).
+#   same_threads_per_process: CPU with --threads T; the baseline is 1 process with the same T threads, so the
+#       ideal speedup is the ratio of total threads (the process count, if the cores suffice).
+EfficiencyBasis = Literal["devices", "same_total_cores", "same_threads_per_process"]
 Amp = Literal["off", "bf16", "fp16"]
 Status = Literal["ok", "oom", "failed", "timeout"]
 
@@ -45,6 +52,9 @@ class ThroughputConfig(BaseModel):
     seq_len: int | None = None  # token models only
     image_size: int | None = None  # image models: None = the model's usual input size
     data: str | None = None  # a task name feeds its real data; None = synthetic inputs
+    data_dir: str | None = None  # with data: the folder holding the task's files (None: its default folder)
+    allow_custom_data: bool = False  # with data: accept files that do not match the official checksums
+    download: bool = True  # with data: download missing files (the sweep does, once, before any worker)
     channels_last: bool = False
     device: str = "cpu"  # "cpu" or "cuda"
     warmup: int = 20
@@ -58,6 +68,8 @@ class ThroughputConfig(BaseModel):
         return self.devices * self.nodes
 
     def key(self) -> tuple:
+        """What identifies the configuration. Where the data came from (data_dir, ...) is recorded, not part of
+        it: the same task's images in another folder are the same workload."""
         return (self.model, self.mode, self.batch_size, self.amp, self.compile, self.devices, self.nodes,
                 self.seq_len, self.image_size, self.data, self.channels_last, self.device, self.threads)
 
@@ -120,9 +132,11 @@ class ThroughputResult(BaseModel):
     samples_per_s_min: float | None = None  # ... / max time
     samples_per_s_max: float | None = None  # ... / min time
 
-    # derived from the 1-device row of the same configuration
-    speedup: float | None = None
-    scaling_efficiency: float | None = None  # speedup / world size
+    # derived from the 1-device row of the same configuration (``with_scaling``)
+    speedup: float | None = None  # samples/s over the 1-device row's
+    ideal_speedup: float | None = None  # what perfect scaling would give on this basis (see efficiency_basis)
+    scaling_efficiency: float | None = None  # speedup / ideal_speedup
+    efficiency_basis: EfficiencyBasis | None = None
 
     # FLOPs (torch.utils.flop_counter; a multiply-add = 2 FLOPs)
     flops_per_step: int | None = None  # all devices together: per-device count x world size
@@ -140,6 +154,8 @@ class ThroughputResult(BaseModel):
     # how it ran
     backend: str | None = None  # gloo / nccl with several processes
     threads_per_process: int | None = None
+    cpu_cores: int | None = None  # cores the processes of a node could run on (its affinity mask)
+    data_official: bool | None = None  # with --data: whether the files matched the official checksums
     device_name: str | None = None
     optimizer: str | None = None  # train mode: e.g. "SGD(lr=0.001, momentum=0.9, weight_decay=5e-05, fused)"
     input_shape: list[int] = Field(default_factory=list)  # one sample's input shape
@@ -150,32 +166,95 @@ class ThroughputResult(BaseModel):
     started_at: datetime | None = None
     command: list[str] = Field(default_factory=list)  # the worker command line
 
+    # figures that cannot be true (above 100% of a ceiling; a speedup above the device count), each with the
+    # reason: recomputed from the fields above whenever the record is read (``with_scaling``), shown with a
+    # (!) wherever the figure is printed
+    flags: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # context: an emulated precision, oversubscribed cores, data
+
     def key(self) -> tuple:
         return self.config.key()
 
 
-class PeakResult(BaseModel):
-    """The two roofline ceilings of a device: peak matmul FLOP/s per precision and memory copy bandwidth."""
+# A precision whose matmuls run this many times slower than fp32 here has no native support (emulated: 20-100x
+# slower in practice; native bf16 without AMX runs at about half the fp32 rate): it is not a ceiling.
+EMULATED_SLOWDOWN = 8.0
 
-    schema_version: int = 1
+
+class SlowPrecision(BaseModel):
+    """A precision whose matmuls run much slower than fp32 on this device (no native support: emulated, e.g. by
+    converting to fp32). Its speed is recorded, but it is not a roofline ceiling: nothing uses it for
+    utilization."""
+
+    emulated: bool = True
+    flops_per_s: float  # what its matmuls reached (a small n: measuring it at full size would take minutes)
+    slowdown_vs_fp32: float  # fp32 FLOP/s / this precision's FLOP/s, both at matmul_size
+    matmul_size: int
+    note: str  # e.g. "bf16 runs 57x slower than fp32 on this CPU: no native support; not a ceiling"
+
+
+def slow_precision_note(precision: str, slowdown: float, device_type: str, capability: str | None = None) -> str:
+    where = {"cpu": "this CPU", "cuda": "this GPU", "mps": "this GPU (MPS)"}.get(device_type, f"this {device_type}")
+    text = f"{precision} runs {slowdown:.0f}x slower than fp32 on {where}: no native support; not a ceiling"
+    if capability:
+        text += f" (torch CPU capability {capability})"
+    return text
+
+
+class PeakResult(BaseModel):
+    """The two roofline ceilings of a device: peak matmul FLOP/s per precision and memory copy bandwidth.
+
+    ``flops_per_s`` holds ceilings only. A precision that runs much slower than fp32 (emulated) is in ``emulated``
+    instead; one the device cannot run is in ``unsupported``; one the time budget left no room for is in
+    ``skipped`` (measured next time it is needed)."""
+
+    schema_version: int = 2  # 2: bounded, adaptive measurement; emulated precisions are not ceilings
     kind: Literal["daybreak.peak"] = "daybreak.peak"
     machine_key: str
     device: str  # "cpu" or "cuda:0"
     device_name: str
     torch: str
     threads: int | None = None  # torch intra-op threads used on CPU
-    flops_per_s: dict[str, float] = Field(default_factory=dict)  # precision -> median matmul FLOP/s
+    cpu_capability: str | None = None  # torch.backends.cpu.get_cpu_capability(), e.g. AVX2 / AVX512 (information)
+    flops_per_s: dict[str, float] = Field(default_factory=dict)  # precision -> median matmul FLOP/s (ceilings)
     flops_samples: dict[str, list[float]] = Field(default_factory=dict)  # precision -> every repeat
     matmul_size: dict[str, int] = Field(default_factory=dict)  # precision -> n of the n x n x n matmul
+    emulated: dict[str, SlowPrecision] = Field(default_factory=dict)  # precision -> measured, not a ceiling
     unsupported: dict[str, str] = Field(default_factory=dict)  # precision -> why it was not measured
+    skipped: dict[str, str] = Field(default_factory=dict)  # precision -> not measured: the budget ran out
+    probe_size: dict[str, int] = Field(default_factory=dict)  # precision -> n of the small timing probe
+    probe_flops_per_s: dict[str, float] = Field(default_factory=dict)  # precision -> FLOP/s of that probe
     bandwidth_bytes_per_s: float | None = None  # (bytes read + bytes written) / time of a large copy, median
     bandwidth_samples: list[float] = Field(default_factory=list)
     copy_bytes: int | None = None  # size of the copied tensor
+    budget_s: float | None = None  # the time budget the measurement ran under
+    notes: list[str] = Field(default_factory=list)  # e.g. fewer repeats or a smaller n than asked, for the budget
     measured_at: datetime
     seconds: float | None = None  # how long the measurement took
     system: SystemInfo | None = None
 
+    @model_validator(mode="after")
+    def _older_records(self) -> "PeakResult":
+        """Schema 1 recorded every precision as a ceiling: a much slower one moves to ``emulated``."""
+        if self.schema_version < 2:
+            fp32 = self.flops_per_s.get("fp32")
+            for precision, flops in list(self.flops_per_s.items()):
+                if precision == "fp32" or not fp32 or not flops or fp32 / flops < EMULATED_SLOWDOWN:
+                    continue
+                slowdown = fp32 / flops
+                self.emulated[precision] = SlowPrecision(
+                    flops_per_s=flops, slowdown_vs_fp32=slowdown, matmul_size=self.matmul_size.get(precision, 0),
+                    note=slow_precision_note(precision, slowdown, self.device.split(":")[0]))
+                del self.flops_per_s[precision]
+            self.schema_version = 2
+        return self
+
+    def has(self, precision: str) -> bool:
+        """Whether ``precision`` was dealt with (a ceiling, emulated or unsupported): nothing left to measure."""
+        return precision in self.flops_per_s or precision in self.emulated or precision in self.unsupported
+
     def peak_for_amp(self, amp: str) -> tuple[str, float | None]:
+        """(precision, its ceiling); None for a precision that is emulated, unsupported or not measured."""
         precision = AMP_TO_PRECISION.get(amp, amp)
         return precision, self.flops_per_s.get(precision)
 
@@ -185,6 +264,28 @@ class PeakResult(BaseModel):
         if not flops or not self.bandwidth_bytes_per_s:
             return None
         return flops / self.bandwidth_bytes_per_s
+
+    def merged(self, newer: "PeakResult") -> "PeakResult":
+        """This result with what ``newer`` measured (the same machine key) added or replaced."""
+        out = self.model_copy(deep=True)
+        per_precision = ("flops_per_s", "flops_samples", "matmul_size", "emulated", "unsupported", "skipped")
+        for precision in set(newer.flops_per_s) | set(newer.emulated) | set(newer.unsupported):
+            for name in per_precision:
+                getattr(out, name).pop(precision, None)
+        for name in per_precision[:-1] + ("probe_size", "probe_flops_per_s"):
+            getattr(out, name).update(getattr(newer, name))
+        # a precision the newer measurement had no time for keeps what was there
+        out.skipped.update({k: v for k, v in newer.skipped.items() if not out.has(k)})
+        if newer.bandwidth_bytes_per_s is not None:
+            out.bandwidth_bytes_per_s = newer.bandwidth_bytes_per_s
+            out.bandwidth_samples = list(newer.bandwidth_samples)
+            out.copy_bytes = newer.copy_bytes
+        out.notes = [n for n in out.notes if n not in newer.notes] + list(newer.notes)
+        out.measured_at = newer.measured_at
+        out.seconds = (self.seconds or 0.0) + (newer.seconds or 0.0)
+        out.budget_s = newer.budget_s
+        out.cpu_capability = newer.cpu_capability or out.cpu_capability
+        return out
 
 
 # --- results.jsonl ------------------------------------------------------------------------------------------
@@ -217,18 +318,64 @@ def latest_by_key(rows: Iterable[ThroughputResult]) -> dict[tuple, ThroughputRes
     return out
 
 
+def scaling_basis(row: ThroughputResult, base: ThroughputResult) -> tuple[EfficiencyBasis, float]:
+    """(basis, ideal speedup) of ``row`` over its 1-device row ``base``: the device count on accelerators; on
+    CPUs the ratio of total threads (processes x threads per process), since the processes share the cores."""
+    if row.config.device != "cpu":
+        return "devices", row.world_size / max(1, base.world_size)
+    basis: EfficiencyBasis = "same_total_cores" if row.config.threads is None else "same_threads_per_process"
+    threads = row.threads_per_process or row.config.threads
+    base_threads = base.threads_per_process or base.config.threads
+    if not threads or not base_threads:  # an older record without thread counts
+        return basis, float(row.config.nodes) if basis == "same_total_cores" else float(row.world_size)
+    return basis, (row.world_size * threads) / (max(1, base.world_size) * base_threads)
+
+
+BASIS_TEXT = {
+    "devices": "ideal = device count",
+    "same_total_cores": "same total cores: ideal = ratio of total threads",
+    "same_threads_per_process": "same threads per process: ideal = ratio of total threads",
+}
+
+
+def figure_flags(row: ThroughputResult) -> list[str]:
+    """Why a figure of ``row`` cannot be taken as a fact: above 100% of its ceiling, or a speedup above the
+    number of devices. Empty when everything is plausible."""
+    flags = []
+    if row.scaling_efficiency is not None and row.scaling_efficiency > 1.0:
+        basis = BASIS_TEXT.get(row.efficiency_basis or "", "")
+        flags.append(f"scaling efficiency {row.scaling_efficiency:.0%} is above 100% (speedup {row.speedup:.2f}x, "
+                     f"ideal {row.ideal_speedup:.2f}x; {basis}): the 1-device baseline ran below its share "
+                     "(a busy machine, threads that do not scale, per-process overheads) - not a scaling figure")
+    if row.speedup is not None and row.world_size > 1 and row.speedup > row.world_size:
+        flags.append(f"speedup {row.speedup:.2f}x is above the {row.world_size} devices used: cannot be true scaling")
+    if row.utilization is not None and row.utilization > 1.0:
+        flags.append(f"utilization {row.utilization:.0%} of the measured {row.peak_precision} peak is above 100%: "
+                     "that peak is not this configuration's ceiling (measured on a busy machine, or at other "
+                     "threads) - not a utilization figure")
+    return flags
+
+
+def with_flags(row: ThroughputResult) -> ThroughputResult:
+    return row.model_copy(update=dict(flags=figure_flags(row)))
+
+
 def with_scaling(rows: list[ThroughputResult]) -> list[ThroughputResult]:
-    """Fill speedup and scaling efficiency of every ok row from the ok 1-device row of its configuration."""
+    """Fill speedup, ideal speedup, scaling efficiency and its basis of every ok row from the ok 1-device row of
+    its configuration, and the flags of every row."""
     ok = {r.key(): r for r in rows if r.status == "ok" and r.samples_per_s}
     out = []
     for row in rows:
         base = ok.get(row.config.baseline_key())
         if row.status == "ok" and row.samples_per_s and base is not None and base.samples_per_s:
             speedup = row.samples_per_s / base.samples_per_s
-            row = row.model_copy(update=dict(speedup=speedup, scaling_efficiency=speedup / row.world_size))
+            basis, ideal = scaling_basis(row, base)
+            row = row.model_copy(update=dict(speedup=speedup, ideal_speedup=ideal, efficiency_basis=basis,
+                                             scaling_efficiency=speedup / ideal if ideal else None))
         else:
-            row = row.model_copy(update=dict(speedup=None, scaling_efficiency=None))
-        out.append(row)
+            row = row.model_copy(update=dict(speedup=None, ideal_speedup=None, scaling_efficiency=None,
+                                             efficiency_basis=None))
+        out.append(with_flags(row))
     return out
 
 
@@ -238,9 +385,10 @@ CSV_COLUMNS = [
     "model", "mode", "device", "amp", "compile", "devices", "nodes", "world_size", "requested_batch_size",
     "batch_size", "global_batch_size", "seq_len", "image_size", "data", "channels_last", "status",
     "samples_per_s", "samples_per_s_min", "samples_per_s_max", "median_time_s", "min_time_s", "max_time_s",
-    "steps", "warmup", "repeats", "speedup", "scaling_efficiency", "flops_per_step", "flops_per_sample",
-    "achieved_flops_per_s", "peak_precision", "peak_flops_per_s", "utilization", "peak_memory_bytes",
-    "peak_host_rss_bytes", "threads_per_process", "backend", "device_name", "error",
+    "steps", "warmup", "repeats", "speedup", "ideal_speedup", "scaling_efficiency", "efficiency_basis",
+    "flops_per_step", "flops_per_sample", "achieved_flops_per_s", "peak_precision", "peak_flops_per_s",
+    "utilization", "peak_memory_bytes", "peak_host_rss_bytes", "threads_per_process", "cpu_cores", "backend",
+    "device_name", "error", "flags", "notes",
 ]
 
 
@@ -253,12 +401,14 @@ def _csv_row(r: ThroughputResult) -> dict:
         channels_last=int(c.channels_last), status=r.status, samples_per_s=r.samples_per_s,
         samples_per_s_min=r.samples_per_s_min, samples_per_s_max=r.samples_per_s_max,
         median_time_s=r.median_time_s, min_time_s=r.min_time_s, max_time_s=r.max_time_s, steps=c.steps,
-        warmup=c.warmup, repeats=c.repeats, speedup=r.speedup, scaling_efficiency=r.scaling_efficiency,
+        warmup=c.warmup, repeats=c.repeats, speedup=r.speedup, ideal_speedup=r.ideal_speedup,
+        scaling_efficiency=r.scaling_efficiency, efficiency_basis=r.efficiency_basis or "",
         flops_per_step=r.flops_per_step, flops_per_sample=r.flops_per_sample,
         achieved_flops_per_s=r.achieved_flops_per_s, peak_precision=r.peak_precision,
         peak_flops_per_s=r.peak_flops_per_s, utilization=r.utilization, peak_memory_bytes=r.peak_memory_bytes,
-        peak_host_rss_bytes=r.peak_host_rss_bytes, threads_per_process=r.threads_per_process, backend=r.backend,
-        device_name=r.device_name, error=r.error or "",
+        peak_host_rss_bytes=r.peak_host_rss_bytes, threads_per_process=r.threads_per_process, cpu_cores=r.cpu_cores,
+        backend=r.backend, device_name=r.device_name, error=r.error or "", flags="; ".join(r.flags),
+        notes="; ".join(r.notes),
     )
 
 
@@ -311,7 +461,11 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
     c0 = rows[0].config
     out += [f"Batch size is per device; the global batch is batch x devices. Throughput is the median of "
             f"{c0.repeats} repeats of {c0.steps} steps after {c0.warmup} warm-up steps (device synchronized); "
-            "speedup is relative to the same configuration on one device.", ""]
+            "speedup is relative to the same configuration on one device, efficiency = speedup / ideal speedup: "
+            "the device count on GPUs; on CPUs, where the processes share the cores, the ratio of total threads "
+            "(basis same_total_cores: 1 process x C threads vs D processes x C/D threads, ideal 1 per node; "
+            "same_threads_per_process with --threads). A figure marked (!) is above its ceiling and cannot be "
+            "true; the flags below each table say why.", ""]
 
     groups: dict[tuple, list[ThroughputResult]] = {}
     for r in rows:
@@ -345,14 +499,16 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
                     if r.batch_size != r.config.batch_size:
                         cell += f" (bs={r.batch_size})"
                     if r.world_size > 1 and r.speedup is not None:
-                        cell += f" ({r.speedup:.2f}x)"
+                        cell += f" ({r.speedup:.2f}x{' !' if _scaling_flagged(r) else ''})"
                     line.append(cell)
             out.append("| " + " | ".join(line) + " |")
         out.append("")
+        out += _flag_lines(group)
 
     out += ["## All configurations", ""]
     header = ["model", "mode", "precision", "compile", "devices", "batch/device", "global batch", "samples/s",
-              "min-max", "speedup", "efficiency", "FLOP/step", "achieved", "utilization", "peak memory", "status"]
+              "min-max", "speedup", "efficiency", "basis", "FLOP/step", "achieved", "utilization", "peak memory",
+              "status"]
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "---|" * len(header))
     for r in rows:
@@ -365,36 +521,72 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
             c.model, c.mode, AMP_TO_PRECISION[c.amp] if c.amp == "off" else c.amp, "on" if c.compile else "off",
             devices, str(r.batch_size or c.batch_size), str(r.global_batch_size or "-"), _num(r.samples_per_s),
             f"{_num(r.samples_per_s_min)}-{_num(r.samples_per_s_max)}" if r.samples_per_s else "-",
-            f"{r.speedup:.2f}x" if r.speedup is not None else "-",
-            f"{r.scaling_efficiency:.0%}" if r.scaling_efficiency is not None else "-",
+            (f"{r.speedup:.2f}x" + (" (!)" if _scaling_flagged(r) else "")) if r.speedup is not None else "-",
+            (f"{r.scaling_efficiency:.0%}" + (" (!)" if r.scaling_efficiency > 1 else ""))
+            if r.scaling_efficiency is not None else "-",
+            r.efficiency_basis or "-",
             format_flops(r.flops_per_step) if r.flops_per_step is not None else "-",
             format_flops(r.achieved_flops_per_s, "FLOP/s") if r.achieved_flops_per_s is not None else "-",
-            f"{r.utilization:.1%} of {r.peak_precision}" if r.utilization is not None else "-",
+            (f"{r.utilization:.1%} of {r.peak_precision}" + (" (!)" if r.utilization > 1 else ""))
+            if r.utilization is not None else "-",
             memory, status,
         ]) + " |")
     out.append("")
     return "\n".join(out)
 
 
+def _scaling_flagged(r: ThroughputResult) -> bool:
+    return (r.scaling_efficiency is not None and r.scaling_efficiency > 1) or (
+        r.speedup is not None and r.world_size > 1 and r.speedup > r.world_size)
+
+
+def _flag_lines(rows: list[ThroughputResult]) -> list[str]:
+    """The flags (figures above their ceiling, with the reason) and notes of ``rows``, as Markdown lists."""
+    out = []
+    flagged = [(r, f) for r in rows for f in r.flags]
+    if flagged:
+        out += ["Flags (figures marked (!), not facts):", ""]
+        out += [f"- (!) {_md_cell(r.config.label())}: {_md_cell(f)}" for r, f in flagged]
+        out.append("")
+    noted = [(r, n) for r in rows for n in r.notes]
+    if noted:
+        out += ["Notes:", ""]
+        out += [f"- {_md_cell(r.config.label())}: {_md_cell(n)}" for r, n in noted]
+        out.append("")
+    return out
+
+
 def format_peak(p: PeakResult) -> str:
     from daybreak.measure.flops import format_flops
 
-    lines = [f"{p.device_name} ({p.device}; torch {p.torch}" + (f"; {p.threads} threads" if p.threads else "") + ")",
-             f"  cache key {p.machine_key}, measured {p.measured_at:%Y-%m-%d %H:%M}"]
+    head = f"{p.device_name} ({p.device}; torch {p.torch}" + (
+        f"; {p.threads} thread{'s' if p.threads > 1 else ''}" if p.threads else "")
+    if p.cpu_capability:
+        head += f"; CPU capability {p.cpu_capability}"
+    took = f", took {p.seconds:.1f} s" if p.seconds is not None else ""
+    budget = f" (budget {p.budget_s:.3g} s)" if p.budget_s else ""
+    lines = [head + ")", f"  cache key {p.machine_key}, measured {p.measured_at:%Y-%m-%d %H:%M}{took}{budget}"]
     for precision in ("fp32", "bf16", "fp16"):
         if precision in p.flops_per_s:
             samples = p.flops_samples.get(precision) or [p.flops_per_s[precision]]
             lines.append(f"  {precision:<5} matmul {format_flops(p.flops_per_s[precision], 'FLOP/s'):>14}"
                          f"  (n={p.matmul_size.get(precision)}, {len(samples)} repeats, "
                          f"min {format_flops(min(samples), 'FLOP/s')}, max {format_flops(max(samples), 'FLOP/s')})")
+        elif precision in p.emulated:
+            e = p.emulated[precision]
+            lines.append(f"  {precision:<5} EMULATED {format_flops(e.flops_per_s, 'FLOP/s'):>12}  (n={e.matmul_size}): "
+                         f"{e.note}")
         elif precision in p.unsupported:
             lines.append(f"  {precision:<5} not measured: {p.unsupported[precision]}")
+        elif precision in p.skipped:
+            lines.append(f"  {precision:<5} not measured: {p.skipped[precision]} (measured next time)")
     if p.bandwidth_bytes_per_s:
         lines.append(f"  copy bandwidth {p.bandwidth_bytes_per_s / 1e9:.1f} GB/s (read + write, "
                      f"{(p.copy_bytes or 0) / 2**20:.0f} MiB tensor)")
         ridge = p.ridge_point("fp32")
         if ridge:
             lines.append(f"  fp32 ridge point {ridge:.1f} FLOP/byte")
+    lines += [f"  note: {n}" for n in p.notes]
     return "\n".join(lines)
 
 

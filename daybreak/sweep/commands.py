@@ -49,6 +49,26 @@ def _bool_list(text: str) -> list[bool]:
     return out
 
 
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make argparse's own errors (a bad int, a missing --model) one line on stderr and exit 2, like ConfigError,
+    instead of the usage text - unless the parser class already does (the CLI's own parser class)."""
+    if type(parser).error is not argparse.ArgumentParser.error:
+        return parser
+
+    def error(message: str) -> None:
+        print(f"daybreak: error: {parser.prog.split()[-1]}: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+def _seconds(flag: str, value: float) -> float:
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{flag} {value:g}: must be a number of seconds > 0")
+    return float(value)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "throughput",
@@ -79,6 +99,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                   "224 for resnet50)")
     p.add_argument("--data", metavar="TASK", help="feed this task's real training data (prepared by its recipe, "
                                                   "kept on the device) instead of synthetic inputs")
+    p.add_argument("--data-dir", type=Path, help="with --data: folder holding the task's files themselves "
+                                                 "(default: $DAYBREAK_DATA/<task> or the user cache dir)")
+    p.add_argument("--allow-custom-data", action="store_true",
+                   help="with --data: accept files that do not match the official checksums (recorded)")
+    p.add_argument("--no-download", action="store_true",
+                   help="with --data: never download; fail if the files are missing")
     p.add_argument("--channels-last", action="store_true", help="NHWC model and inputs")
     p.add_argument("--device", default="auto", help="auto|cpu|cuda|mps (auto: CUDA > MPS > CPU)")
     p.add_argument("--warmup", type=int, default=20, help="untimed steps first (compilation happens here)")
@@ -88,6 +114,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--find-max-batch", action="store_true",
                    help="after an out-of-memory error halve the batch size until it fits; record the largest")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per configuration before it is killed")
+    p.add_argument("--peak-budget", type=float, default=60.0, metavar="SECONDS",
+                   help="time for the peak measurements utilization needs (only the precisions and threads per "
+                        "process this sweep uses, and only what is not cached)")
     p.add_argument("--out", type=Path, help="results folder (default: throughput/MODEL-MODE)")
     p.add_argument("--force", action="store_true", help="re-measure configurations already in the folder")
     p.add_argument("--retry-failed", action="store_true", help="re-measure configurations recorded as failed or "
@@ -95,22 +124,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, no per-configuration lines")
     p.set_defaults(func=cmd_throughput)
+    _one_line_errors(p)
 
     p = sub.add_parser(
         "peak",
         help="measure the device's peak matmul FLOP/s per precision and its memory copy bandwidth (cached)",
-        description="The two roofline ceilings: large square matmuls in fp32, bf16 and fp16 (median of repeats) "
-                    "and the bandwidth of a large tensor copy (bytes read + written / time). Cached per machine "
-                    "in the user cache dir; `daybreak throughput` uses the cache for utilization.",
+        description="The two roofline ceilings: square matmuls per precision (n adapted to the measured speed, "
+                    "median of repeats) and the bandwidth of a large tensor copy (bytes read + written / time), "
+                    "all within --budget seconds. A precision much slower than fp32 (no native support: "
+                    "emulated) is recorded as such, not as a ceiling. Cached per machine (and thread count) in "
+                    "the user cache dir; `daybreak throughput` uses the cache for utilization.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps")
     p.add_argument("--force", action="store_true", help="re-measure even if cached")
-    p.add_argument("--size", type=int, help="matmul n (default 2048 on CPU, 8192 on GPU); implies --force")
+    p.add_argument("--precisions", default="fp32,bf16,fp16", help="which matmul precisions, comma-separated")
+    p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
+                   help="wall time for the whole measurement; sizes and repeats shrink to fit it")
+    p.add_argument("--size", type=int, help="largest matmul n (default 2048 on CPU, 8192 on GPU; smaller when "
+                                            "the device is slow or the budget tight); implies --force")
     p.add_argument("--repeats", type=int, default=5, help="repeats per measurement; implies --force if changed")
     p.add_argument("--threads", type=int, help="torch threads on CPU (part of the cache key)")
     p.add_argument("--json", action="store_true", help="print the PeakResult JSON")
     p.set_defaults(func=cmd_peak)
+    _one_line_errors(p)
 
 
 def cmd_throughput(args: argparse.Namespace) -> int:
@@ -122,10 +159,12 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         batch_sizes=_int_list("--batch-sizes", args.batch_sizes), amps=_amp_list(args.amp),
         compiles=_bool_list(args.compile), devices=_int_list("--devices", args.devices), nodes=args.nodes,
         node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
-        seq_len=args.seq_len, image_size=args.image_size, data=args.data, channels_last=args.channels_last,
+        seq_len=args.seq_len, image_size=args.image_size, data=args.data, data_dir=args.data_dir,
+        allow_custom_data=args.allow_custom_data, download=not args.no_download, channels_last=args.channels_last,
         device=args.device, warmup=args.warmup, steps=args.steps, repeats=args.repeats, threads=args.threads,
         find_max_batch=args.find_max_batch, force=args.force, retry_failed=args.retry_failed,
-        timeout_s=args.timeout, plots=not args.no_plots, quiet=args.quiet,
+        timeout_s=_seconds("--timeout", args.timeout), peak_budget_s=_seconds("--peak-budget", args.peak_budget),
+        plots=not args.no_plots, quiet=args.quiet,
     )
     outcome = run_sweep(options)
     if args.node_rank != 0:
@@ -137,8 +176,14 @@ def cmd_throughput(args: argparse.Namespace) -> int:
               f"results in {outcome.out}/: {', '.join(files)}")
         for row in outcome.rows:
             if row.status == "ok":
-                extra = f"  {row.speedup:.2f}x" if row.speedup is not None and row.world_size > 1 else ""
-                print(f"  {row.config.label():<60} {row.samples_per_s:>12,.1f} samples/s{extra}")
+                extra = ""
+                if row.speedup is not None and row.world_size > 1:
+                    extra = (f"  {row.speedup:.2f}x ({(row.scaling_efficiency or 0):.0%} efficiency, "
+                             f"basis {row.efficiency_basis})")
+                print(f"  {row.config.label():<60} {row.samples_per_s:>12,.1f} samples/s{extra}"
+                      + ("  (!)" if row.flags else ""))
+                for flag in row.flags:
+                    print(f"      (!) {flag}")
             else:
                 print(f"  {row.config.label():<60} {row.status.upper()}: {row.error}")
     bad = [r for r in outcome.rows if r.status in ("failed", "timeout")]
@@ -149,15 +194,17 @@ def cmd_peak(args: argparse.Namespace) -> int:
     import torch
 
     from daybreak.measure.device import select_device, set_threads
-    from daybreak.measure.peak import get_peak
+    from daybreak.sweep.peak import check_precisions, get_peak
     from daybreak.records.throughput import format_peak
 
-    device = select_device(args.device)
-    set_threads(args.threads)
+    budget = _seconds("--budget", args.budget)
+    precisions = check_precisions(args.precisions.split(","))
     if args.repeats < 1:
         raise ConfigError(f"--repeats {args.repeats}: must be >= 1")
     if args.size is not None and args.size < 16:
         raise ConfigError(f"--size {args.size}: must be >= 16")
+    device = select_device(args.device)
+    set_threads(args.threads)
     force = args.force or args.size is not None or args.repeats != 5
     kwargs = dict(repeats=args.repeats)
     if args.size is not None:
@@ -167,7 +214,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
         if not args.json:
             print(message, file=sys.stderr, flush=True)
 
-    result = get_peak(device, force=force, log=log, **kwargs)
+    result = get_peak(device, force=force, log=log, precisions=precisions, budget_s=budget, **kwargs)
     if device.type == "cuda":
         torch.cuda.synchronize()
     print(result.model_dump_json(indent=2) if args.json else format_peak(result))

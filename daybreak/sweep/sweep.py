@@ -19,8 +19,8 @@ from typing import Callable
 from daybreak.errors import ConfigError
 from daybreak.fileio import AppendLog, atomic_write_text
 from daybreak.records.throughput import (
-    CSV_FILE, MARKDOWN_FILE, RESULTS_FILE, Attempt, PeakResult, ThroughputConfig, ThroughputResult,
-    latest_by_key, load_results, to_csv, to_markdown, with_scaling,
+    AMP_TO_PRECISION, CSV_FILE, MARKDOWN_FILE, RESULTS_FILE, Attempt, PeakResult, ThroughputConfig, ThroughputResult,
+    latest_by_key, load_results, to_csv, to_markdown, with_flags, with_scaling,
 )
 from daybreak.sweep.launch import LaunchSpec, build_command, run_process, threads_per_process, worker_env
 
@@ -28,6 +28,7 @@ WORKER_MODULE = "daybreak.sweep.worker"
 THROUGHPUT_PLOT = "throughput_vs_batch.png"
 SPEEDUP_PLOT = "speedup_vs_devices.png"
 AMP_ORDER = ("off", "bf16", "fp16")
+DEFAULT_PEAK_BUDGET_S = 60.0  # daybreak.sweep.peak.DEFAULT_BUDGET_S (not imported here: it imports torch)
 
 
 @dataclass
@@ -45,6 +46,9 @@ class SweepOptions:
     seq_len: int | None = None
     image_size: int | None = None
     data: str | None = None
+    data_dir: Path | str | None = None  # with data: the folder holding the task's files (as `daybreak run`)
+    allow_custom_data: bool = False  # with data: accept files that do not match the official checksums
+    download: bool = True  # with data: download missing files (once, here, before any worker starts)
     channels_last: bool = False
     device: str = "auto"
     warmup: int = 20
@@ -57,7 +61,8 @@ class SweepOptions:
     timeout_s: float = 1800.0
     plots: bool = True
     quiet: bool = False
-    peak: PeakResult | None = None  # use this instead of the cached/measured one (tests, offline reports)
+    peak: PeakResult | None = None  # the node's ceilings, instead of the cached/measured ones (tests, offline)
+    peak_budget_s: float = DEFAULT_PEAK_BUDGET_S  # seconds for every peak measurement this sweep needs
     log: Callable[[str], None] | None = None
 
 
@@ -126,8 +131,16 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
                rdzv_endpoint=options.rdzv_endpoint).validate()  # the HOST:PORT format
     if options.threads is not None and options.threads < 1:
         raise ConfigError(f"--threads {options.threads}: must be >= 1")
-    if options.timeout_s <= 0:
-        raise ConfigError("--timeout must be > 0")
+    if not options.timeout_s > 0:
+        raise ConfigError(f"--timeout {options.timeout_s:g}: must be > 0 seconds")
+    if not options.peak_budget_s > 0:
+        raise ConfigError(f"--peak-budget {options.peak_budget_s:g}: must be > 0 seconds")
+    if not options.data:
+        for flag, given in (("--data-dir", options.data_dir is not None),
+                            ("--allow-custom-data", options.allow_custom_data),
+                            ("--no-download", not options.download)):
+            if given:
+                raise ConfigError(f"{flag} applies to real data: add --data TASK (digits, mnist, cifar10)")
     bad = [a for a in options.amps if a not in AMP_ORDER]
     if bad or not options.amps:
         raise ConfigError(f"--amp {','.join(bad) or '(empty)'}: choose from off, bf16, fp16")
@@ -163,6 +176,7 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
     if device == "mps" and (max(options.devices) > 1 or options.nodes > 1):
         raise ConfigError("--device mps: one device only (no multi-process backend for MPS)")
 
+    data_dir = str(Path(options.data_dir).expanduser().resolve()) if data and options.data_dir is not None else None
     configs = []
     for devices in sorted(set(options.devices)):
         for amp in sorted(set(options.amps), key=AMP_ORDER.index):
@@ -171,7 +185,9 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
                     configs.append(ThroughputConfig(
                         model=options.model, mode=options.mode, batch_size=batch, amp=amp, compile=compiled,
                         devices=devices, nodes=options.nodes, seq_len=seq_len, image_size=image_size, data=data,
-                        channels_last=options.channels_last, device=device, warmup=options.warmup,
+                        data_dir=data_dir, allow_custom_data=options.allow_custom_data and bool(data),
+                        download=options.download, channels_last=options.channels_last, device=device,
+                        warmup=options.warmup,
                         steps=options.steps, repeats=options.repeats, threads=options.threads,
                         find_max_batch=options.find_max_batch))
     return configs
@@ -260,8 +276,27 @@ def _run_attempt(config: ThroughputConfig, batch: int, options: SweepOptions, wo
                               f"{_last_line(tail)} (log: {log_path})", None, cmd, outcome.seconds)
 
 
-def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Attempt], peak: PeakResult | None,
-                 started_at: datetime, wall_s: float) -> ThroughputResult:
+# threads per process on CPU (None: an accelerator's per-device ceilings) -> PeakResult
+Peaks = dict[int | None, PeakResult]
+
+
+def _peak_for(config: ThroughputConfig, threads: int | None,
+              peaks: Peaks | PeakResult | None) -> tuple[PeakResult | None, bool]:
+    """(the PeakResult for this row, whether it is per process/device: measured at the row's ``threads`` on CPU,
+    or an accelerator's) or (None, False). A single PeakResult (``SweepOptions.peak``) is the node's ceiling."""
+    if isinstance(peaks, PeakResult):
+        return peaks, False
+    if not peaks:
+        return None, False
+    if config.device == "cpu" and threads in peaks:
+        return peaks[threads], True
+    if None in peaks:
+        return peaks[None], config.device != "cpu"
+    return None, False
+
+
+def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Attempt],
+                 peaks: Peaks | PeakResult | None, started_at: datetime, wall_s: float) -> ThroughputResult:
     report = attempt.report
     row = ThroughputResult(config=config, status=attempt.status, error=attempt.error, world_size=config.world_size,
                            attempts=attempts if config.find_max_batch else [], started_at=started_at,
@@ -289,28 +324,48 @@ def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Att
     row.peak_memory_bytes = report.peak_memory_bytes
     row.backend = report.backend
     row.threads_per_process = report.threads
+    row.cpu_cores = report.cpu_cores
     row.device_name = report.device_name
     row.optimizer = report.optimizer
     row.input_shape = report.input_shape
     row.init_s = report.init_s
+    row.data_official = report.data_official
+    row.notes = list(report.data_notes)
+    if config.device == "cpu" and report.threads and report.cpu_cores and \
+            config.devices * report.threads > report.cpu_cores:
+        row.notes.append(f"oversubscribed: {config.devices} process(es) x {report.threads} threads on "
+                         f"{report.cpu_cores} cores; they take turns, so samples/s understates what the cores do")
     if report.flops_per_step_per_device is not None:
         row.flops_per_step = report.flops_per_step_per_device * report.world_size
         row.flops_per_sample = row.flops_per_step / report.global_batch_size
         row.achieved_flops_per_s = row.flops_per_step * config.steps / median
+    peak, per_process = _peak_for(config, report.threads, peaks)
     if peak is not None:
-        precision, per_device = peak.peak_for_amp(config.amp)
+        precision, ceiling = peak.peak_for_amp(config.amp)
         row.peak_precision = precision
         row.peak_bandwidth_bytes_per_s = peak.bandwidth_bytes_per_s
-        if per_device:
-            # The processes of a CPU node share its cores: the node's peak is the ceiling. GPUs add up.
-            units = config.nodes if config.device == "cpu" else report.world_size
-            row.peak_flops_per_s = per_device * units
+        if precision in peak.emulated:
+            row.notes.append(f"no {precision} ceiling, utilization left empty: {peak.emulated[precision].note}")
+        elif ceiling is None:
+            why = peak.unsupported.get(precision) or peak.skipped.get(precision) or "not measured"
+            row.notes.append(f"no {precision} ceiling, utilization left empty: {why}")
+        if ceiling:
+            if config.device != "cpu":  # each process has its own device: the ceilings add up
+                row.peak_flops_per_s = ceiling * report.world_size
+            elif per_process:  # measured at this row's threads per process: the node's processes add up,
+                # as far as the cores go (an oversubscribed node has no more compute than its cores)
+                procs = config.devices
+                cores = report.cpu_cores or procs * (report.threads or 1)
+                share = min(1.0, cores / (procs * (report.threads or 1)))
+                row.peak_flops_per_s = ceiling * procs * share * config.nodes
+            else:  # a node-level ceiling (a peak supplied by the caller)
+                row.peak_flops_per_s = ceiling * config.nodes
             if row.achieved_flops_per_s is not None:
                 row.utilization = row.achieved_flops_per_s / row.peak_flops_per_s
-    return row
+    return with_flags(row)
 
 
-def measure_config(config: ThroughputConfig, options: SweepOptions, peak: PeakResult | None, work: Path,
+def measure_config(config: ThroughputConfig, options: SweepOptions, peak: Peaks | PeakResult | None, work: Path,
                    logs: Path, on_progress: Callable[[dict], None] | None = None,
                    log: Callable[[str], None] = _log_to_stderr) -> ThroughputResult:
     """Measure one configuration (halving the batch after an OOM with --find-max-batch)."""
@@ -332,25 +387,57 @@ def measure_config(config: ThroughputConfig, options: SweepOptions, peak: PeakRe
 
 # --- peak ---------------------------------------------------------------------------------------------------
 
-def sweep_peak(options: SweepOptions, device: str, log: Callable[[str], None]) -> PeakResult | None:
-    """The device's cached peak, measured now if missing (CUDA in a subprocess, so this process stays clean)."""
+def peak_needs(configs: list[ThroughputConfig]) -> dict[int | None, list[str]]:
+    """What the utilization of ``configs`` needs measured: on CPU, threads per process -> precisions (each
+    configuration's processes run at that many threads); on an accelerator, None -> precisions."""
+    needs: dict[int | None, set[str]] = {}
+    for c in configs:
+        threads = threads_per_process(c.devices, "cpu", c.threads) if c.device == "cpu" else None
+        needs.setdefault(threads, set()).add(AMP_TO_PRECISION[c.amp])
+    order = ("fp32", "bf16", "fp16")
+    return {t: sorted(p, key=order.index) for t, p in needs.items()}
+
+
+def sweep_peaks(options: SweepOptions, configs: list[ThroughputConfig],
+                log: Callable[[str], None]) -> Peaks | PeakResult | None:
+    """The ceilings ``configs`` need, from the cache or measured now within ``options.peak_budget_s`` (only the
+    precisions and thread counts they use; CUDA in a subprocess, so this process stays clean)."""
     if options.peak is not None:
         return options.peak
-    from daybreak.measure.peak import get_peak, peak_in_subprocess
+    if not configs:
+        return None
+    from daybreak.sweep.peak import get_peaks, peak_in_subprocess
 
+    needs = peak_needs(configs)
+    device = configs[0].device
     if device != "cpu":
-        return peak_in_subprocess(device, log=log)
+        peak = peak_in_subprocess(device, log=log, precisions=tuple(needs[None]), budget_s=options.peak_budget_s)
+        return {None: peak} if peak is not None else None
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(threads_per_process(1, "cpu", options.threads))  # as a 1-device worker runs
     try:
-        return get_peak(torch.device("cpu"), log=log)
+        return get_peaks(torch.device("cpu"), needs, budget_s=options.peak_budget_s, log=log)
     except Exception as e:  # noqa: BLE001 - utilization is optional; the sweep goes on without it
         log(f"peak measurement failed ({e}); utilization will be left empty")
         return None
     finally:
         torch.set_num_threads(before)
+
+
+def check_data(options: SweepOptions, configs: list[ThroughputConfig], log: Callable[[str], None]) -> None:
+    """Find (download if allowed) and verify the task's files once, here, so that a missing folder or a
+    checksum mismatch is a one-line error before any worker starts, and several ranks never download at once."""
+    if not configs or not configs[0].data:
+        return
+    from daybreak.tasks import get_task
+
+    c = configs[0]
+    task = get_task(c.data)
+    data = task.load(Path(c.data_dir) if c.data_dir else None, c.allow_custom_data, c.download)
+    if not data.official:
+        log(f"{task.name}: custom data ({'; '.join(data.notes) or 'not the official files'}); the results say so")
+    del data
 
 
 # --- views --------------------------------------------------------------------------------------------------
@@ -378,6 +465,20 @@ def _group_title(key: tuple) -> str:
     extras = [f"seq {seq_len}" if seq_len else "", f"{image_size}px" if image_size else "", data or "",
               "NHWC" if channels_last else "", f"{threads} thr/proc" if threads else "", device]
     return f"{model} {mode} ({', '.join(e for e in extras if e)})"
+
+
+def _mark_flagged(ax, points: list[tuple[float, float]]) -> None:
+    """A red ring and '(!)' on each point whose row has a flag (a figure above its ceiling: see results.md)."""
+    if not points:
+        return
+    labels = {h.get_label() for h in ax.get_legend_handles_labels()[0]}
+    label = None if "flagged (!): above its ceiling, see results.md" in labels else \
+        "flagged (!): above its ceiling, see results.md"
+    ax.scatter([x for x, _ in points], [y for _, y in points], s=160, facecolors="none", edgecolors="red",
+               linewidths=2, zorder=4, label=label)
+    for x, y in points:
+        ax.annotate("(!)", (x, y), textcoords="offset points", xytext=(6, 6), color="red", fontsize=9,
+                    fontweight="bold")
 
 
 def write_plots(out: Path, rows: list[ThroughputResult], log: Callable[[str], None] | None = None) -> list[Path]:
@@ -410,6 +511,7 @@ def write_plots(out: Path, rows: list[ThroughputResult], log: Callable[[str], No
             points.sort(key=lambda r: r.batch_size)
             label = f"{'fp32' if amp == 'off' else amp}{' compiled' if compiled else ''}, {nodes * devices} dev"
             ax.plot([r.batch_size for r in points], [r.samples_per_s for r in points], marker="o", label=label)
+            _mark_flagged(ax, [(r.batch_size, r.samples_per_s) for r in points if r.flags])
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch size per device")
         ax.set_ylabel("samples/s (median)")
@@ -432,15 +534,20 @@ def write_plots(out: Path, rows: list[ThroughputResult], log: Callable[[str], No
             lines = {}
             for r in group:
                 lines.setdefault((r.config.amp, r.config.compile, r.config.batch_size), []).append(r)
-            top = max(r.world_size for r in group)
-            ax.plot([1, top], [1, top], linestyle="--", color="grey", label="linear")
+            # perfect scaling on the rows' basis: the device count on GPUs, the ratio of total threads on CPUs
+            ideal = sorted({(r.world_size, r.ideal_speedup) for r in group if r.ideal_speedup is not None})
+            ideal = sorted(dict([(1, 1.0)] + ideal).items())
+            bases = sorted({r.efficiency_basis for r in group if r.efficiency_basis})
+            ax.plot([w for w, _ in ideal], [i for _, i in ideal], linestyle="--", color="grey",
+                    label=f"ideal ({', '.join(bases) or 'devices'})")
             for (amp, compiled, batch), points in sorted(lines.items(), key=lambda kv: (
                     AMP_ORDER.index(kv[0][0]), kv[0][1], kv[0][2])):
                 points.sort(key=lambda r: r.world_size)
                 label = f"{'fp32' if amp == 'off' else amp}{' compiled' if compiled else ''}, bs {batch}/device"
                 ax.plot([r.world_size for r in points], [r.speedup for r in points], marker="o", label=label)
+                _mark_flagged(ax, [(r.world_size, r.speedup) for r in points if r.flags])
             ax.set_xticks(sorted({1, *(r.world_size for r in group)}))
-            ax.set_xlabel("devices")
+            ax.set_xlabel("devices (processes)")
             ax.set_ylabel("speedup vs 1 device")
             ax.set_title(_group_title(key))
             ax.grid(True, alpha=0.3)
@@ -469,9 +576,12 @@ def _summary(row: ThroughputResult) -> str:
     if row.batch_size != row.config.batch_size:
         text += f" at batch {row.batch_size} (largest that fits)"
     if row.speedup is not None and row.world_size > 1:
-        text += f", {row.speedup:.2f}x vs 1 device ({row.scaling_efficiency:.0%} efficiency)"
+        efficiency = row.scaling_efficiency or 0.0
+        mark = " (!)" if efficiency > 1 or row.speedup > row.world_size else ""
+        text += (f", {row.speedup:.2f}x vs 1 device ({efficiency:.0%} efficiency{mark}, "
+                 f"basis {row.efficiency_basis})")
     if row.utilization is not None:
-        text += f", {row.utilization:.1%} of {row.peak_precision} peak"
+        text += f", {row.utilization:.1%} of {row.peak_precision} peak" + (" (!)" if row.utilization > 1 else "")
     return text
 
 
@@ -508,7 +618,8 @@ def run_sweep(options: SweepOptions) -> SweepOutcome:
         else:
             todo.append(config)
 
-    peak = sweep_peak(options, configs[0].device, log) if todo and reporting else None
+    check_data(options, todo, log)
+    peak = sweep_peaks(options, todo, log) if todo and reporting else None
     # Per node, so that nodes sharing one --out folder never write each other's files.
     work = out / ".work" / f"node{options.node_rank}"
     logs = out / "logs" if options.node_rank == 0 else out / "logs" / f"node{options.node_rank}"
@@ -545,6 +656,8 @@ def run_sweep(options: SweepOptions) -> SweepOutcome:
                 measured += 1
                 failed += row.status != "ok"
                 log(_summary(row))
+                for message in row.flags:
+                    log(f"  (!) {message}")
                 write_views(out, plots=False, log=log)
                 overall.update(1)
     finally:

@@ -31,7 +31,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,6 +44,7 @@ from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_text
 from daybreak.measure.device import autocast, synchronize
 from daybreak.records.throughput import ThroughputConfig
+from daybreak.sweep.launch import cpu_cores
 
 # Synthetic input of each image model: (channels, height = width). Task models follow their task's images.
 IMAGE_MODELS: dict[str, tuple[int, int]] = {
@@ -83,6 +84,9 @@ class WorkerReport(BaseModel):
     device_name: str | None = None
     optimizer: str | None = None
     init_s: float | None = None
+    cpu_cores: int | None = None  # cores this process may run on (its affinity mask)
+    data_official: bool | None = None  # --data: whether the files match the official checksums
+    data_notes: list[str] = Field(default_factory=list)  # --data: the reader's notes (custom data, ...)
     system: dict[str, Any] | None = None
     finished_at: float = Field(default_factory=time.time)
 
@@ -140,6 +144,8 @@ class Workload:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     input_shape: list[int]
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer]
+    data_official: bool | None = None  # real data: whether the files match the official checksums
+    data_notes: list[str] = field(default_factory=list)
 
 
 def _cycle(x: torch.Tensor, y: torch.Tensor, batch: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
@@ -197,7 +203,9 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
         from daybreak.tasks import get_task
 
         task = get_task(config.data)
-        data = task.load(None, False, False)
+        # The sweep found (and if need be downloaded) the files before starting any worker: never download here,
+        # where several ranks would do it at once.
+        data = task.load(Path(config.data_dir) if config.data_dir else None, config.allow_custom_data, False)
         recipe = get_recipe(default_recipe_for(task.name))
         setup = recipe.build(recipe.hyperparameters(), data, device)  # for its prepare (normalize, layout)
         perm = torch.randperm(len(data.train_x), generator=generator)[rank::world]  # this rank's shard
@@ -208,7 +216,8 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
         model = create_model(config.model, num_classes=data.num_classes, **extra)
         model = model.to(device, memory_format=memory_format)
         return Workload(model=model, next_batch=_cycle(xs, ys, batch), loss_fn=F.cross_entropy,
-                        input_shape=list(xs.shape[1:]), make_optimizer=sgd)
+                        input_shape=list(xs.shape[1:]), make_optimizer=sgd, data_official=data.official,
+                        data_notes=list(data.notes))
 
     shape = synthetic_image_shape(config)
     model = create_model(config.model) if config.model == "resnet50" else create_model(config.model, num_classes=10)
@@ -407,7 +416,8 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
         status="ok", rank=rank, world_size=world, batch_size=batch, global_batch_size=batch * world,
         times_s=times, flops_per_step_per_device=flops, input_shape=work.input_shape, peak_memory_bytes=peak_mem,
         peak_host_rss_bytes=rss, backend=backend, threads=torch.get_num_threads(), device_name=device_name,
-        optimizer=optimizer_name, init_s=init_s, system=system,
+        optimizer=optimizer_name, init_s=init_s, cpu_cores=cpu_cores(), data_official=work.data_official,
+        data_notes=work.data_notes, system=system,
     )
     if world > 1:
         barrier()

@@ -8,9 +8,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daybreak.errors import ConfigError
 from daybreak.options import add_rules_argument, resolve_rules
+
+if TYPE_CHECKING:
+    from daybreak.train.spec import RunConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,12 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("task", nargs="?", default="digits", help="task name (see `daybreak tasks`)")
-    p.add_argument("--recipe", help="recipe name (default: the task's reference recipe; see `daybreak recipes`)")
+    p.add_argument("--recipe", help="a recipe name (default: the task's reference recipe; see `daybreak recipes`) or "
+                                    "a path to your own recipe file (see examples/recipes/)")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE", default=[],
                    help="override a recipe hyperparameter, e.g. --set epochs=20 (repeatable)")
     p.add_argument("--init-from", type=Path, metavar="DIR",
                    help="start from a local Hugging Face model folder (sets the recipe's init_from; squad_bert_base)")
-    p.add_argument("--seed", type=int, default=0, help="seeds every RNG; the same seed gives the same data order")
+    p.add_argument("--seed", type="seed", default=0,
+                   help="seeds every RNG, 0..2**32-1; the same seed gives the same data order")
     p.add_argument("--target", help="target accuracy: a fraction in (0, 1] (0.97) or a percent with %% (97%%); "
                                     "default: the task's; a non-default target makes the run unofficial")
     p.add_argument("--data-dir", type=Path, help="folder holding the task's files themselves "
@@ -77,67 +83,93 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_instances)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from daybreak.launch import LaunchSpec
-    from daybreak.recipes import default_recipe_for, get_recipe, parse_overrides
-    from daybreak.records.summary import format_summary
+def run_config_from_args(args: argparse.Namespace) -> "RunConfig":
+    """The `daybreak run` flags -> a RunConfig (checked when resolved into a RunSpec)."""
+    from daybreak.recipes import get_recipe, parse_overrides
     from daybreak.tasks import get_task
-    from daybreak.train.distributed import in_torchrun
-    from daybreak.train.runner import EXIT_CODES, RunConfig, parse_target, run
+    from daybreak.train.spec import RunConfig, is_recipe_file, load_recipe_file, parse_target
 
     task = get_task(args.task)
-    recipe = get_recipe(args.recipe or default_recipe_for(task.name))
+    recipe_arg = args.recipe
+    if is_recipe_file(recipe_arg):
+        name, _ = load_recipe_file(recipe_arg)  # registers it, so --set is typed by its defaults
+        recipe = get_recipe(name)
+    else:
+        recipe = get_recipe(recipe_arg or task.reference_recipe)
     overrides = parse_overrides(args.overrides, recipe.defaults)
     if args.init_from is not None:
         if "init_from" not in recipe.defaults:
             raise ConfigError(f"--init-from: recipe {recipe.name} has no init_from hyperparameter")
         overrides["init_from"] = str(args.init_from.expanduser().resolve())
-    spec = LaunchSpec(args.nproc_per_node, args.nnodes, args.node_rank, args.rdzv_endpoint).validate()
-    if spec.multi_process and not in_torchrun():
-        return _launch(args, spec, task.name, recipe.name)
-    config = RunConfig(
-        task=task.name, recipe=recipe.name, overrides=overrides, seed=args.seed,
-        target=None if args.target is None else parse_target(args.target),
+    return RunConfig(
+        task=task.name, recipe=recipe_arg if is_recipe_file(recipe_arg) else recipe.name, overrides=overrides,
+        seed=args.seed, target=None if args.target is None else parse_target(args.target),
         data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
         out=args.out, device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
         eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
         rules=resolve_rules(args), full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour,
-        instance=args.instance, quiet=args.quiet, author=args.author if args.author is not None else _user(),
-        author_email=args.author_email, command=["daybreak", *args.argv], dist_timeout_s=args.dist_timeout,
+        instance=args.instance, price_file=getattr(args, "price_file", None), quiet=args.quiet,
+        author=args.author if args.author is not None else _user(), author_email=args.author_email,
+        command=["daybreak", *args.argv], dist_timeout_s=args.dist_timeout,
     )
-    result = run(config)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from daybreak.launch import LaunchSpec
+    from daybreak.records.summary import format_summary
+    from daybreak.train.distributed import in_torchrun
+    from daybreak.train.runner import EXIT_CODES, run
+    from daybreak.train.spec import SPEC_ENV, RunSpec, resolve_run_spec
+
+    launch = LaunchSpec(args.nproc_per_node, args.nnodes, args.node_rank, args.rdzv_endpoint).validate()
     worker = in_torchrun()
+    if worker and os.environ.get(SPEC_ENV):
+        spec = RunSpec.model_validate_json(os.environ[SPEC_ENV])  # the launcher resolved it: no argv parsing
+    else:
+        spec = resolve_run_spec(run_config_from_args(args), launch.world_size if not worker else None)
+        if launch.multi_process and not worker:
+            return _launch(args, launch, spec)
+        if spec.out is None and not worker:
+            from datetime import datetime, timezone
+
+            from daybreak.train.rundir import default_run_dir
+
+            spec = spec.with_(out=str(default_run_dir(spec.task, spec.recipe, datetime.now(timezone.utc))))
+    result = run(spec)
     if worker and os.environ.get("RANK", "0") != "0":
         return 0  # rank 0 reports
     if args.json:
         print(result.model_dump_json(indent=2))
     elif not args.quiet:
-        print(format_summary(result, str(config.out)))
+        print(format_summary(result, spec.out or result.run_id))
     if result.status != "reached" and not (worker and args.quiet):
         print(f"daybreak: {result.status}: {result.message}", file=sys.stderr)
     # Under torchrun a non-zero exit means "this worker crashed" to the launcher; the outcome is in result.json.
     return 0 if worker else EXIT_CODES[result.status]
 
 
-def _launch(args: argparse.Namespace, spec, task: str, recipe: str) -> int:
-    """Re-run this command under torchrun; afterwards report from the run directory rank 0 wrote."""
+def _launch(args: argparse.Namespace, launch, spec) -> int:
+    """Run the resolved spec under torchrun (each worker gets it serialized in DAYBREAK_RUN_SPEC, so no rank
+    parses the command line again); afterwards report from the run directory rank 0 wrote."""
     import subprocess
     from datetime import datetime, timezone
 
-    from daybreak.launch import LAUNCH_FLAGS, strip_flags, torchrun_command
+    from daybreak.launch import torchrun_command
     from daybreak.records.run import RunResult
     from daybreak.records.summary import format_summary
-    from daybreak.train.runner import EXIT_CODES, EXIT_FAILED, _check_out_dir, default_run_dir
+    from daybreak.train.runner import EXIT_CODES, EXIT_FAILED
+    from daybreak.train.rundir import check_out_dir, default_run_dir
+    from daybreak.train.spec import SPEC_ENV
 
-    out = args.out or default_run_dir(task, recipe, datetime.now(timezone.utc))
-    if spec.node_rank == 0:
-        _check_out_dir(out)
-    worker_args = ["run", *strip_flags(args.argv[1:], (*LAUNCH_FLAGS, "--out")), "--out", str(out), "--quiet"]
-    cmd = torchrun_command(spec, "daybreak", worker_args)
-    print(f"daybreak: launching {spec.world_size} processes under torchrun ({spec.nnodes} node(s)); run directory {out}",
-          file=sys.stderr)
-    code = subprocess.call(cmd)
-    if spec.node_rank != 0:
+    out = Path(spec.out) if spec.out else default_run_dir(spec.task, spec.recipe, datetime.now(timezone.utc))
+    if launch.node_rank == 0:
+        check_out_dir(out)
+    spec = spec.with_(out=str(out), quiet=True)
+    cmd = torchrun_command(launch, "daybreak", ["run", "--quiet"])
+    print(f"daybreak: launching {launch.world_size} processes under torchrun ({launch.nnodes} node(s)); run "
+          f"directory {out}", file=sys.stderr)
+    code = subprocess.call(cmd, env={**os.environ, SPEC_ENV: spec.model_dump_json()})
+    if launch.node_rank != 0:
         return code
     try:
         result = RunResult.load(out)
@@ -182,8 +214,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     rows = []
     for name in TASKS:
         t = TASKS.get(name)
-        recipes = ",".join(r for r in recipe_names() if get_recipe(r).task == name) or "-"
-        target = f"F1 {t.target:g}" if t.metric == "f1" else f"{t.target * 100:.2f}% {t.metric}"
+        others = [r for r in recipe_names() if get_recipe(r).task == name and r != t.reference_recipe]
+        recipes = ",".join([f"{t.reference_recipe} (reference)", *others])
+        target = t.target_label
         rows.append((name, target, recipes, f"{t.eval_split}; files: {t.files}"))
     widths = [max(len(r[i]) for r in rows + [("task", "target", "recipes", "")]) for i in range(3)]
     print(f"{'task':<{widths[0]}}  {'target':<{widths[1]}}  {'recipes':<{widths[2]}}  eval split / files")

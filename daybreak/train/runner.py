@@ -1,18 +1,18 @@
-"""The timed time-to-accuracy run: load, build, (warm up), then train under the clock until the target.
+"""The timed time-to-accuracy run: load the data, build the model, warm up, then train until the target.
 
-The loop in ``_train`` is deliberately plain; recording (result.json, DAWNBench files, mllog, checkpoint)
-hangs off it in ``RunRecorder`` and the progress bar in ``Progress``.
+The loop in ``_train`` is deliberately plain; the phases and clocks hang off it in ``RunRecorder`` (result.json,
+DAWNBench files, mllog, checkpoint), the progress bar in ``Progress``, the step in ``TrainStep``.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import random
 import signal
+import threading
 import time
-import os
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,19 +22,22 @@ import torch
 
 from daybreak.errors import ConfigError
 from daybreak.measure.context import ContextSampler, file_sha256, git_state, package_versions
-from daybreak.measure.device import autocast, resolve_amp, select_device, set_threads
+from daybreak.measure.device import set_threads
 from daybreak.measure.system import system_info
-from daybreak.pricing import resolve_price
-from daybreak.recipes import Recipe, TrainSetup, default_recipe_for, get_recipe
+from daybreak.recipes import Recipe, TrainSetup
 from daybreak.records.run import ClockRules, MeasurementContext, RunResult
-from daybreak.rules import DEFAULT_RULES, RULE_SETS, get_rules
-from daybreak.tasks import Task, get_task
-from daybreak.train.clock import Timeline
-from daybreak.train.distributed import (DEFAULT_TIMEOUT_S, DistContext, Terminated, destroy, init_distributed,
-                                        injected_fault_step)
+from daybreak.rules import get_rules
+from daybreak.tasks import Task
 from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
+from daybreak.train.clock import Timeline
+from daybreak.train.distributed import Terminated, destroy, init_distributed, injected_fault_step
 from daybreak.train.evaluate import evaluate
 from daybreak.train.recorder import RunRecorder
+from daybreak.train.rundir import check_out_dir, default_run_dir, reusable_out_dir  # noqa: F401 (re-exported)
+from daybreak.train.spec import (DEFAULT_TIMEOUT_S, RunConfig, RunSpec, batch_split, lr_scale,  # noqa: F401
+                                 parse_target, resolve_run_spec)
+from daybreak.train.step import Backend, TrainStep
+from daybreak.train.views import TrainingData
 
 # Exit statuses of `daybreak run` (also used by wrappers such as `repeat`).
 EXIT_REACHED = 0
@@ -47,52 +50,7 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverged": EXIT_DIVERGED,
               "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
-
-@dataclass
-class RunConfig:
-    task: str = "digits"
-    recipe: str | None = None  # default: the task's reference recipe
-    overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameter overrides
-    seed: int = 0
-    target: float | None = None  # fraction or percent; default: the task's
-    data_dir: Path | None = None
-    allow_custom_data: bool = False
-    download: bool = True
-    out: Path | None = None
-    device: str = "auto"
-    amp: str = "auto"
-    compile: bool = False
-    threads: int | None = None
-    eval_every_epochs: int | None = 1
-    eval_every_steps: int | None = None
-    rules: str = DEFAULT_RULES  # the rule set of the headline figures; every record holds all of them
-    full_schedule: bool = False
-    cost_per_hour: float | None = None
-    instance: str | None = None
-    quiet: bool = False
-    author: str = ""
-    author_email: str = ""
-    command: list[str] = field(default_factory=list)
-    dist_timeout_s: float = DEFAULT_TIMEOUT_S  # multi-process: a collective waiting longer ends the run
-
-
-def parse_target(text: str | float) -> float:
-    """``0.98`` (a fraction in (0, 1]) or ``98%`` (a percent in (0, 100]) -> a fraction. Anything else, a bare
-    ``98`` included, is refused: a number means one thing only."""
-    raw = str(text).strip()
-    percent = raw.endswith("%")
-    try:
-        value = float(raw[:-1] if percent else raw)
-    except ValueError:
-        raise ConfigError(f"--target {raw!r}: write a fraction in (0, 1] (0.98) or a percent with % (98%)") from None
-    if percent:
-        if not (math.isfinite(value) and 0 < value <= 100):
-            raise ConfigError(f"--target {raw}: a percent must be in (0%, 100%]")
-        return value / 100.0
-    if not (math.isfinite(value) and 0 < value <= 1):
-        hint = f"; for a percent write {raw}%" if math.isfinite(value) and 1 < value <= 100 else ""
-        raise ConfigError(f"--target {raw}: a fraction must be in (0, 1]{hint}")
-    return value
+_check_out_dir = check_out_dir  # older name
 
 
 def normalize_target(target: float | str) -> float:
@@ -106,167 +64,64 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def default_run_dir(task: str, recipe: str, when: datetime) -> Path:
-    base = Path("runs") / f"{task}-{recipe}-{when.strftime('%Y%m%d-%H%M%S')}"
-    candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = base.with_name(f"{base.name}-{n}")
-    return candidate
+def run(request: RunConfig | RunSpec) -> RunResult:
+    """Do one timed run and return its record (also written to the run directory).
 
-
-def reusable_out_dir(out: Path) -> bool:
-    """A run directory that holds only a run that failed before training started (a data or set-up error):
-    the same ``--out`` may be used again, and the failed record is replaced."""
-    try:
-        result = RunResult.load(out)
-    except Exception:  # noqa: BLE001 - not a daybreak run: not reusable
-        return False
-    return result.status == "failed" and not result.history and not any(p.phase == "train" for p in result.phases)
-
-
-def _check_out_dir(out: Path) -> bool:
-    """Refuse an ``--out`` that would overwrite a run; returns True when it holds a failed start to replace."""
-    try:
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {out}: exists and is not a directory")
-        if out.exists() and any(out.iterdir()):
-            if reusable_out_dir(out):
-                return True
-            raise ConfigError(f"--out {out}: directory is not empty; choose a new one so no earlier run is "
-                              "overwritten")
-        parent = out.resolve().parent
-        probe = parent
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir():
-            raise ConfigError(f"--out {out}: {probe} is not a directory")
-        if not os.access(probe, os.W_OK | os.X_OK):
-            raise ConfigError(f"--out {out}: {probe} is not writable")
-    except OSError as e:
-        raise ConfigError(f"--out {out}: {e.strerror or e}") from None
-    return False
-
-
-def run(config: RunConfig) -> RunResult:
-    """Do one timed run and return its record (also written to the run directory)."""
+    A ``RunConfig`` is resolved here (every user mistake is a ConfigError before any work); a ``RunSpec`` (from
+    ``resolve_run_spec``, or a torchrun worker's ``DAYBREAK_RUN_SPEC``) is used as it is."""
     wall_start_ns = time.perf_counter_ns()
     started_at = datetime.now(timezone.utc)
-
-    # --- everything a user can get wrong is checked before any work -------------------------------------
-    task: Task = get_task(config.task)
-    recipe: Recipe = get_recipe(config.recipe or default_recipe_for(task.name))
-    if recipe.task != task.name:
-        raise ConfigError(f"recipe {recipe.name} is for task {recipe.task}, not {task.name}")
-    hp = recipe.hyperparameters(config.overrides)
-    for key in ("batch_size", "epochs"):
-        if not isinstance(hp[key], int) or hp[key] < 1:
-            raise ConfigError(f"{key}={hp[key]}: must be an integer >= 1")
-    if config.rules not in RULE_SETS:
-        raise ConfigError(f"--rules {config.rules}: choose one of {', '.join(RULE_SETS)}")
-    target = task.target if config.target is None else normalize_target(config.target)
-    if config.eval_every_steps is not None and config.eval_every_steps < 1:
-        raise ConfigError("--eval-every-steps must be >= 1")
-    if config.eval_every_steps is None and (config.eval_every_epochs or 0) < 1:
-        raise ConfigError("--eval-every must be >= 1")
-    price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
-    set_threads(config.threads)
-    ctx, rank_device = init_distributed(config.device, config.dist_timeout_s)  # single process: no-op
+    spec = resolve_run_spec(request) if isinstance(request, RunConfig) else request
+    task, recipe = spec.task_obj(), spec.recipe_obj()
+    set_threads(spec.threads)
+    ctx, rank_device = init_distributed(spec.device, spec.dist_timeout_s)  # single process: no-op
     try:
-        return _run(config, task, recipe, hp, target, price, instance, price_date, ctx, rank_device,
-                    wall_start_ns, started_at)
+        if ctx.world_size != spec.world_size:
+            raise ConfigError(f"the run was specified for {spec.world_size} process(es) but runs in "
+                              f"{ctx.world_size}")
+        backend = Backend.resolve(spec.device, spec.amp, ctx, rank_device)
+        out = Path(spec.out) if spec.out else default_run_dir(task.name, recipe.name, started_at)
+        if isinstance(request, RunConfig):
+            request.out = out  # the caller learns where the run directory is
+        return _run(spec.with_(out=str(out)), task, recipe, backend, wall_start_ns, started_at)
     finally:
         destroy(ctx)
 
 
-def lr_scale(rule: str, batch_ratio: float) -> float:
-    """How a recipe's learning rate follows the global batch: ``batch_ratio`` = the global batch actually used /
-    the recipe's reference global batch (1 for recipes that keep their global batch fixed)."""
-    if rule == "linear":
-        return float(batch_ratio)
-    if rule == "sqrt":
-        return math.sqrt(batch_ratio)
-    if rule == "none":
-        return 1.0
-    raise ConfigError(f"unknown lr scaling rule {rule!r} (linear, sqrt, none)")
-
-
-def batch_split(recipe: Recipe, hp: dict[str, Any], world_size: int) -> tuple[int, int, float]:
-    """(per-device batch, global batch, lr scale) on ``world_size`` processes, by the recipe's declared rule.
-
-    ``batch_scaling="global"``: ``batch_size`` is the global batch; each device takes its share and the lr is
-    unchanged, so N devices train exactly the schedule one device does. ``"per-device"``: each device takes
-    ``batch_size``; the global batch grows with N and the lr follows it by ``lr_scaling``."""
-    if recipe.batch_scaling == "global":
-        per_device = hp["batch_size"] // world_size
-        if per_device < 1:
-            raise ConfigError(f"batch_size={hp['batch_size']} is the global batch of recipe {recipe.name}: it "
-                              f"cannot be split over {world_size} processes")
-        return per_device, per_device * world_size, 1.0
-    return hp["batch_size"], hp["batch_size"] * world_size, lr_scale(recipe.lr_scaling, world_size)
-
-
-def _run(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, Any], target: float, price: float | None,
-         instance: str | None, price_date: str | None, ctx: DistContext, rank_device: torch.device | None,
-         wall_start_ns: int, started_at: datetime) -> RunResult:
-    device = rank_device or select_device(config.device)
-    amp = resolve_amp(config.amp, device)
-    if amp == "fp16" and device.type == "mps":
-        raise ConfigError("--amp fp16 with gradient scaling is not supported on MPS; use bf16 or off")
-    out = config.out or default_run_dir(task.name, recipe.name, started_at)
-    replace_failed = _check_out_dir(out) if ctx.is_main else False
-    config.out = out  # the caller learns where the run directory is
-    per_device_batch, global_batch, lr_factor = batch_split(recipe, hp, ctx.world_size)
-
+def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start_ns: int,
+         started_at: datetime) -> RunResult:
+    ctx = backend.ctx
+    out = Path(spec.out or ".")
+    replace_failed = check_out_dir(out) if ctx.is_main else False
     unofficial: list[str] = []
-    if target != task.target:
-        unofficial.append(f"target {target:.4f} differs from the task's {task.target:.4f}")
-
+    if not spec.target_is_default:
+        unofficial.append(f"target {spec.target:.4f} differs from the task's {task.target:.4f}")
+    if spec.recipe_file:
+        unofficial.append(f"a user's recipe file ({Path(spec.recipe_file).name}, SHA-256 {spec.recipe_sha256[:12]})")
     result = RunResult(
-        run_id=out.name,
-        task=task.name,
-        recipe=recipe.name,
-        model=recipe.model,
-        framework=f"PyTorch {torch.__version__.split('+')[0]}",
-        metric=task.metric.name,
-        target=target,
-        target_is_default=target == task.target,
-        official=not unofficial,
-        unofficial_reasons=unofficial,
-        hyperparameters=hp,
-        seed=config.seed,
-        device=str(device),
-        amp=amp,
-        compile=config.compile,
-        threads=torch.get_num_threads(),
-        world_size=ctx.world_size,
-        nodes=ctx.nodes,
-        backend=ctx.backend,
-        per_device_batch_size=per_device_batch,
-        global_batch_size=global_batch,
-        lr_scaling=recipe.scaling_summary(),
-        lr_scale=lr_factor,
-        stop_at_target=not config.full_schedule,
-        eval_every_epochs=None if config.eval_every_steps else config.eval_every_epochs,
-        eval_every_steps=config.eval_every_steps,
-        cost_per_hour=price,
-        instance=instance,
-        price_date=price_date,
-        clock=_clock_rules(config.rules),
-        rules=config.rules,
-        context=_static_context(recipe),
-        system=system_info(),
-        started_at=started_at,
-        command=config.command,
+        run_id=out.name, task=task.name, recipe=recipe.name, model=recipe.model,
+        framework=f"PyTorch {torch.__version__.split('+')[0]}", metric=task.metric.name, target=spec.target,
+        target_is_default=spec.target_is_default, official=not unofficial, unofficial_reasons=unofficial,
+        hyperparameters=dict(spec.hyperparameters), seed=spec.seed, device=str(backend.device), amp=backend.amp,
+        compile=spec.compile, threads=torch.get_num_threads(), world_size=ctx.world_size, nodes=ctx.nodes,
+        backend=ctx.backend, per_device_batch_size=spec.per_device_batch_size,
+        global_batch_size=spec.global_batch_size, lr_scaling=spec.scaling, lr_scale=spec.lr_scale,
+        stop_at_target=not spec.full_schedule,
+        eval_every_epochs=None if spec.eval_every_steps else spec.eval_every_epochs,
+        eval_every_steps=spec.eval_every_steps, cost_per_hour=spec.cost_per_hour, instance=spec.instance,
+        price_date=spec.price_date, clock=_clock_rules(spec.rules), rules=spec.rules,
+        context=_static_context(recipe, spec), system=system_info(), started_at=started_at, command=spec.command,
     )
-    timeline = Timeline(device, wall_start_ns)
-    recorder = RunRecorder(out, result, timeline, author=config.author, author_email=config.author_email,
-                           write=ctx.is_main, benchmark=mllog_benchmark(recipe, task, target),
+    if spec.price_warning:
+        result.warnings.append(spec.price_warning)
+    timeline = Timeline(backend.device, wall_start_ns)
+    recorder = RunRecorder(out, result, timeline, author=spec.author, author_email=spec.author_email,
+                           write=ctx.is_main, benchmark=mllog_benchmark(recipe, task, spec.target),
                            replace_failed=replace_failed)
     sampler = ContextSampler().start()
-    old_term = _on_sigterm(ctx)
+    old_term = _on_sigterm(backend)
     try:
-        _run_recorded(config, task, recipe, hp, device, amp, ctx, recorder, wall_start_ns)
+        _run_recorded(spec, task, recipe, backend, recorder, wall_start_ns)
     except KeyboardInterrupt:
         recorder.finish("interrupted", "interrupted by the user (Ctrl-C)", wall_start_ns)
     except _SigTerm:
@@ -289,12 +144,10 @@ class _SigTerm(BaseException):
     """SIGTERM in a single-process run (schedulers, `timeout`, container stops): recorded like Ctrl-C."""
 
 
-def _on_sigterm(ctx: DistContext) -> Any:
+def _on_sigterm(backend: Backend) -> Any:
     """Single process, main thread: SIGTERM raises _SigTerm so the run is recorded ``interrupted``. Under torchrun
     the distributed module's own handler (Terminated) stays in place."""
-    import threading
-
-    if ctx.enabled or threading.current_thread() is not threading.main_thread():
+    if backend.ctx.enabled or threading.current_thread() is not threading.main_thread():
         return None
 
     def handler(signum: int, frame: Any) -> None:
@@ -325,14 +178,14 @@ def mllog_benchmark(recipe: Recipe, task: Task, target: float) -> str:
     return f"daybreak_{task.name}"
 
 
-def _static_context(recipe: Recipe) -> MeasurementContext:
-    """What is known before the run: the code (git state of the recipe's file) and the packages."""
-    import inspect
-
-    try:
-        recipe_file = inspect.getsourcefile(recipe.build)
-    except TypeError:
-        recipe_file = None
+def _static_context(recipe: Recipe, spec: RunSpec) -> MeasurementContext:
+    """What is known before the run: the code (git state and SHA-256 of the recipe's file) and the packages."""
+    recipe_file = spec.recipe_file
+    if recipe_file is None:
+        try:
+            recipe_file = inspect.getsourcefile(recipe.build)
+        except TypeError:
+            recipe_file = None
     commit, dirty = git_state(recipe_file) if recipe_file else (None, None)
     return MeasurementContext(git_commit=commit, git_dirty=dirty, packages=package_versions(),
                               recipe_file=recipe_file, recipe_sha256=file_sha256(recipe_file) if recipe_file else None,
@@ -353,11 +206,12 @@ def _finish_context(recorder: RunRecorder, sampler: ContextSampler) -> None:
     recorder.save()
 
 
-def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, Any], device: torch.device,
-                  amp: str, ctx: DistContext, recorder: RunRecorder, wall_start_ns: int) -> None:
-    seed_everything(config.seed)
+def _run_recorded(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, recorder: RunRecorder,
+                  wall_start_ns: int) -> None:
+    hp = dict(spec.hyperparameters)
+    seed_everything(spec.seed)
     recorder.run_start()  # ---- data loading: the first touch of the dataset --------------------------------
-    data = task.load(config.data_dir, config.allow_custom_data, config.download)
+    data = task.load(Path(spec.data_dir) if spec.data_dir else None, spec.allow_custom_data, spec.download)
     if not data.official:
         recorder.mark_unofficial("data does not match the official checksums (--allow-custom-data)")
     recorder.result.data_source = data.source
@@ -365,34 +219,33 @@ def _run_recorded(config: RunConfig, task: Task, recipe: Recipe, hp: dict[str, A
     recorder.data_loaded()
 
     recorder.phase_start("model_init")  # ---- model, optimizer, distribution wrapper ------------------------
-    setup = recipe.build(hp, data, device)
-    recorder.data_checked(recipe.mllog_events(hp, data, recorder.result.global_batch_size or 1)
-                          if recipe.mllog_events is not None else {},
+    view = TrainingData(data)  # the recipe sees the training split only: evaluation stays with the runner
+    setup = recipe.build(hp, view, backend.device)
+    recorder.result.setup_notes = list(setup.notes)
+    recorder.data_checked(recipe.mllog_events(hp, view, spec.global_batch_size) if recipe.mllog_events else {},
                           train_samples=None if data.train_x is None else len(data.train_x),
                           eval_samples=len(data.eval_y))
-    train_model: torch.nn.Module = setup.model
-    if ctx.enabled:  # gradients all-reduced across ranks; rank 0's initial weights broadcast to all
-        train_model = torch.nn.parallel.DistributedDataParallel(
-            setup.model, device_ids=[device.index] if device.type == "cuda" else None)
-    if config.compile:
+    train_model = backend.wrap(setup.model)
+    if spec.compile:
         train_model = torch.compile(train_model)
-    plan = BatchPlan(setup=setup, batch_size=recorder.result.per_device_batch_size or hp["batch_size"],
-                     epochs=hp["epochs"], seed=config.seed, device=device, amp=amp, ctx=ctx)
+    plan = BatchPlan(setup=setup, batch_size=spec.per_device_batch_size, epochs=hp["epochs"], seed=spec.seed,
+                     device=backend.device, amp=backend.amp, ctx=backend.ctx)
     batches = train_batches_for(task, data, plan)
     evaluator = evaluator_for(task, data, plan)
-    _record_effective(recorder, batches, data, ctx, hp)
+    step = TrainStep(train_model, setup.optimizer, setup.loss_fn, backend, clip_grad_norm=setup.clip_grad_norm)
+    _record_effective(recorder, batches, data, backend)
     recorder.phase_end("model_init")
 
     recorder.phase_start("warmup")  # ---- compile / autotune on the exact shapes of the real batches -------
-    if config.compile or device.type == "cuda":
-        _warm_up(setup, train_model, batches, evaluator, data, plan)
-    ctx.barrier()
+    if spec.compile or backend.device.type == "cuda":
+        _warm_up(setup, step, batches, evaluator, data, plan)
+    backend.ctx.barrier()
     recorder.phase_end("warmup")
     compiles_before = _compile_count()
     recorder.training_ready()
 
-    _train(config, task, hp, setup, train_model, batches, evaluator, device, amp, ctx, recorder)
-    if config.compile:
+    _train(spec, hp, setup, step, batches, evaluator, backend, recorder)
+    if spec.compile:
         recorder.result.recompiles_under_clock = _compile_count() - compiles_before
         if recorder.result.recompiles_under_clock:
             recorder.result.warnings.append(
@@ -411,15 +264,14 @@ def _compile_count() -> int:
         return 0
 
 
-def _record_effective(recorder: RunRecorder, batches: TrainBatches, data: Any, ctx: DistContext,
-                      hp: dict[str, Any]) -> None:
+def _record_effective(recorder: RunRecorder, batches: TrainBatches, data: Any, backend: Backend) -> None:
     """What the data source actually does, which may differ from what was asked (a small dataset)."""
     r = recorder.result
     r.steps_per_epoch = batches.steps_per_epoch
     effective = getattr(batches, "batch_size", None)
     if isinstance(effective, int):
         r.effective_batch_size = effective
-        r.global_batch_size = effective * ctx.world_size
+        r.global_batch_size = effective * backend.ctx.world_size
         if effective < (r.per_device_batch_size or effective):
             r.warnings.append(f"the training set is smaller than one batch per device: batch {effective} per "
                               f"device was used, not {r.per_device_batch_size}")
@@ -427,33 +279,26 @@ def _record_effective(recorder: RunRecorder, batches: TrainBatches, data: Any, c
         r.train_examples = int(len(data.train_x))
 
 
-def _warm_up(setup: TrainSetup, model: torch.nn.Module, batches: TrainBatches, evaluator: Evaluator, data: Any,
+def _warm_up(setup: TrainSetup, step: TrainStep, batches: TrainBatches, evaluator: Evaluator, data: Any,
              plan: BatchPlan) -> None:
     """Compile / autotune on tensors of exactly the real batches' shapes, dtypes and memory layouts (from the
     batch source and evaluator themselves, on synthetic values), then restore the initial weights and optimizer
     state. Three training steps (the optimizer's first step differs from later ones), then one evaluation."""
     model_state = copy.deepcopy(setup.model.state_dict())
     opt_state = copy.deepcopy(setup.optimizer.state_dict())
-    device, amp = plan.device, plan.amp
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
     examples = getattr(batches, "warmup_batches", None)
     pairs = list(examples()) if examples is not None else _fallback_warmup_batches(data, plan)
-    model.train()
-    for i in range(3):
+    step.model.train()
+    for _ in range(3):
         for x, y in pairs:
-            with autocast(device, amp):
-                loss = setup.loss_fn(model(x), y)
-            setup.optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(setup.optimizer)
-            scaler.update()
-    eval_model = setup.model if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+            step(x, y)
+    eval_model = setup.model if isinstance(step.model, torch.nn.parallel.DistributedDataParallel) else step.model
     warm_eval = getattr(evaluator, "warm_up", None)
     if warm_eval is not None:
         warm_eval(eval_model)
     else:
         x, y = pairs[0]
-        evaluate(eval_model, x, y, device=device, amp=amp, predict=setup.predict)
+        evaluate(eval_model, x, y, device=plan.device, amp=plan.amp, predict=setup.predict)
     setup.model.load_state_dict(model_state)
     setup.optimizer.load_state_dict(opt_state)
     setup.optimizer.zero_grad(set_to_none=True)
@@ -467,24 +312,28 @@ def _fallback_warmup_batches(data: Any, plan: BatchPlan) -> list[tuple[torch.Ten
     return [(plan.setup.prepare(raw), y)]
 
 
-def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup, model: torch.nn.Module,
-           batches: TrainBatches, evaluator: Evaluator, device: torch.device, amp: str, ctx: DistContext,
-           recorder: RunRecorder) -> None:
+def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainStep, batches: TrainBatches,
+           evaluator: Evaluator, backend: Backend, recorder: RunRecorder) -> None:
+    ctx = backend.ctx
     steps_per_epoch = batches.steps_per_epoch
     total_steps = steps_per_epoch * hp["epochs"]
-    eval_every_steps = config.eval_every_steps or steps_per_epoch * (config.eval_every_epochs or 1)
-    base_lrs = [g["lr"] * recorder.result.lr_scale for g in setup.optimizer.param_groups]
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
-    eval_model = setup.model if ctx.enabled else model  # DDP forwards must match across ranks; eval shards don't
-    loss_sum = torch.zeros((), device=device)
+    eval_every_steps = spec.eval_every_steps or steps_per_epoch * (spec.eval_every_epochs or 1)
+    base_lrs = [g["lr"] * spec.lr_scale for g in setup.optimizer.param_groups]
+    model = step_fn.model
+    loss_sum = torch.zeros((), device=backend.device)
     loss_count = 0
     fault_step = injected_fault_step(ctx)
-    headline = get_rules(recorder.result.rules)
+    headline = get_rules(spec.rules)
 
     def mean_loss_since_last_eval() -> float:  # over all ranks; reads the device (a sync)
         return ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * ctx.world_size)
 
-    progress = recorder.progress(total_steps, enabled=not config.quiet)
+    def eval_model() -> torch.nn.Module:  # DDP forwards must match across ranks; eval shards don't
+        if setup.eval_model is not None:
+            return setup.eval_model()
+        return setup.model if ctx.enabled else model
+
+    progress = recorder.progress(total_steps, enabled=not spec.quiet)
     recorder.train_start()  # ---- training: the next line prepares the training data on the device -------
     batches.start()
     model.train()
@@ -495,13 +344,10 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
             factor = setup.lr_multiplier(step, total_steps)
             for group, base in zip(setup.optimizer.param_groups, base_lrs):
                 group["lr"] = base * factor
-            with autocast(device, amp):
-                loss = setup.loss_fn(model(x), y)
-            setup.optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(setup.optimizer)
-            scaler.update()
+            loss = step_fn(x, y)
             step += 1
+            if setup.on_step is not None:
+                setup.on_step(step, total_steps)
             if step == fault_step:
                 raise RuntimeError(f"injected fault on rank {ctx.rank} at step {step} (DAYBREAK_FAULT_INJECT)")
             loss_sum += loss.detach().float()
@@ -513,6 +359,9 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
                     return recorder.diverged(step)
                 progress.update(step, epoch=step / steps_per_epoch, loss=mean_loss,
                                 elapsed_s=recorder.timeline.read(headline))
+            end_of_epoch = step % steps_per_epoch == 0
+            if end_of_epoch and setup.on_epoch_end is not None:
+                setup.on_epoch_end(step // steps_per_epoch)
             if step % eval_every_steps != 0 and step != total_steps:
                 continue
             # ---- evaluation: its own phase; each rule set decides whether it counts ------------------------
@@ -522,13 +371,15 @@ def _train(config: RunConfig, task: Task, hp: dict[str, Any], setup: TrainSetup,
                 return recorder.diverged(step)
             recorder.eval_start(step / steps_per_epoch)
             ctx.broadcast_buffers(setup.model)  # every rank evaluates rank 0's weights
-            metrics = evaluator(eval_model)
-            record = recorder.evaluated(step / steps_per_epoch, step, metrics, mean_loss, setup.model)
+            evaluated = eval_model()
+            metrics = evaluator(evaluated)
+            record = recorder.evaluated(step / steps_per_epoch, step, metrics, mean_loss,
+                                        setup.evaluated_model())
             progress.update(step, epoch=record.epoch, loss=mean_loss, elapsed_s=record.elapsed_s,
                             accuracy=record.accuracy)
             loss_sum.zero_()
             loss_count = 0
-            if recorder.result.reached and not config.full_schedule:
+            if recorder.result.reached and not spec.full_schedule:
                 progress.close()
                 return None
             recorder.train_start()
