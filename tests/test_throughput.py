@@ -130,7 +130,7 @@ def test_launch_builds_plain_and_torchrun_commands():
 # --- peak ---------------------------------------------------------------------------------------------------
 
 def test_peak_is_measured_and_cached(tmp_path, monkeypatch):
-    from daybreak.measure import peak
+    from daybreak.sweep import peak
 
     monkeypatch.setenv("DAYBREAK_CACHE", str(tmp_path))
     result = peak.get_peak(torch.device("cpu"), size=128, repeats=2, precisions=("fp32", "bf16"),
@@ -324,7 +324,7 @@ def test_peak_stays_within_its_budget_even_on_a_slow_device(tmp_path, monkeypatc
     """A bound, not a performance claim: the whole measurement (all precisions and the bandwidth) ends within
     the budget plus a generous margin for a busy machine, on this CPU and on a simulated one 2 ms per product
     slower, by adapting n, the products per repeat and the repeats."""
-    from daybreak.measure import peak
+    from daybreak.sweep import peak
 
     budget, margin = 2.0, 2.0
     start = time.perf_counter()
@@ -348,7 +348,7 @@ def test_peak_stays_within_its_budget_even_on_a_slow_device(tmp_path, monkeypatc
 
 
 def test_a_much_slower_precision_is_recorded_as_emulated_not_as_a_ceiling(monkeypatch):
-    from daybreak.measure import peak
+    from daybreak.sweep import peak
     from daybreak.records.throughput import format_peak
 
     real = peak._time_products
@@ -407,7 +407,7 @@ def test_a_sweep_measures_only_the_precisions_and_thread_counts_it_needs():
 
 
 def test_emulation_found_at_fewer_threads_holds_at_more(monkeypatch):
-    from daybreak.measure import peak
+    from daybreak.sweep import peak
     from daybreak.records.throughput import SlowPrecision
 
     cpu = torch.device("cpu")

@@ -437,7 +437,7 @@ class PeakFinder:
     def _measure_here(self, device_type: str, name: str, threads: int | None) -> tuple[PeakResult | None, str | None]:
         import torch
 
-        from daybreak.measure import peak as peak_mod
+        from daybreak.sweep import peak as peak_mod
 
         if device_type == "cuda" and not torch.cuda.is_available() or device_type == "mps" and not (
                 getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):

@@ -355,20 +355,16 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
     if train:
         optimizer = work.make_optimizer(model)
         optimizer_name = describe_optimizer(optimizer)
-        scaler = torch.amp.GradScaler(device.type) if config.amp == "fp16" else None
+        # the same training step as `daybreak run` (forward under autocast, loss, scaled backward, step)
+        from daybreak.train.distributed import DistContext
+        from daybreak.train.step import Backend, TrainStep
+
+        dist_ctx = DistContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend)
+        train_step = TrainStep(runnable, optimizer, work.loss_fn, Backend(device, config.amp, dist_ctx))
 
         def step() -> None:
             x, y = work.next_batch()
-            with autocast(device, config.amp):
-                loss = work.loss_fn(runnable(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
+            train_step(x, y)
     else:
         def step() -> None:
             x, _ = work.next_batch()
