@@ -88,6 +88,9 @@ def submission_json(result: RunResult, *, author: str = "", author_email: str = 
             "clockRules": "dawnbench",  # the hours in the TSV: data loading + init + training; no eval, no writes
             "timeToTargetSeconds": {name: fig.time_to_target_s for name, fig in result.clocks.items()},
             "headlineRules": result.rules,
+            "energyJoulesToTarget": dict(result.energy.joules_to_target) if result.energy.available else None,
+            "energyCovers": list(result.energy.covers),
+            "energyUnavailable": None if result.energy.available else dict(result.energy.unavailable),
         },
     }
 

@@ -25,6 +25,7 @@ class EpochRecord(BaseModel):
     step: int  # optimizer steps done
     elapsed_s: float
     clock_s: dict[str, float] = Field(default_factory=dict)  # rule set name -> its clock at the end of this eval
+    energy_j: dict[str, float | None] = Field(default_factory=dict)  # rule set -> joules counted up to this eval
     accuracy: float  # fraction 0..1 of the task's metric (top-1 unless the task says otherwise)
     top1: float | None = None
     top5: float | None = None
@@ -50,6 +51,23 @@ class ClockFigure(BaseModel):
     clock_s: float = 0.0  # the clock at the last evaluation (or at the end)
     start_s: float = 0.0  # where this rule set's clock starts on the timeline
     excluded_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds left out
+    notes: list[str] = Field(default_factory=list)
+
+
+class EnergyRecord(BaseModel):
+    """Energy from hardware counters (daybreak.measure.energy), read at the clock's own boundaries; never an
+    estimate. ``available`` False: ``unavailable`` says why for each kind (gpu, cpu_package, dram)."""
+
+    available: bool = False
+    unavailable: dict[str, str] = Field(default_factory=dict)
+    covers: list[str] = Field(default_factory=list)  # the kinds in the totals, e.g. ["gpu", "cpu_package"]
+    joules_to_target: dict[str, float | None] = Field(default_factory=dict)  # rule set -> joules (all ranks)
+    joules_at_end: dict[str, float | None] = Field(default_factory=dict)  # rule set -> joules up to the last eval
+    per_phase_j: dict[str, float | None] = Field(default_factory=dict)  # phase -> joules (this process's counters)
+    per_source_j: dict[str, float | None] = Field(default_factory=dict)  # counter -> joules to target (rank 0)
+    idle_power_w: float | None = None  # mean watts of the counted kinds before the run (the machine's floor)
+    idle_seconds: float | None = None
+    counters: list[dict] = Field(default_factory=list)  # what the meter read (daybreak.measure.energy describe())
     notes: list[str] = Field(default_factory=list)
 
 
@@ -138,6 +156,7 @@ class RunResult(BaseModel):
     phases: list[PhaseInterval] = Field(default_factory=list)  # raw phase intervals (daybreak.rules.PHASES)
     clocks: dict[str, ClockFigure] = Field(default_factory=dict)  # every rule set's figures
     setup_notes: list[str] = Field(default_factory=list)  # what the recipe's build reported (derived values, ...)
+    energy: EnergyRecord = Field(default_factory=EnergyRecord)
     recompiles_under_clock: int | None = None  # torch.compile recompilations during training/eval (0 = clean)
     context: MeasurementContext = Field(default_factory=MeasurementContext)
     warnings: list[str] = Field(default_factory=list)

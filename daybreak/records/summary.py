@@ -91,6 +91,15 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
     ]
     if r.analyzed_on is not None:
         lines.append(f"  analysed on      {r.analyzed_on.hardware_summary()}; torch {r.analyzed_on.torch}")
+    e = r.energy
+    if e.available:
+        per = ", ".join(f"{RULE_SETS[k].title if k in RULE_SETS else k} {v:.1f} J" for k, v in
+                        (e.joules_to_target or e.joules_at_end).items() if v is not None)
+        idle = f"; idle {e.idle_power_w:.1f} W" if e.idle_power_w is not None else ""
+        lines.append(f"  energy           {per or '-'} ({'+'.join(e.covers) or 'no total'}{idle})"
+                     + ("" if e.joules_to_target else " (at the last evaluation)"))
+    elif e.unavailable:
+        lines.append("  energy           unavailable: " + "; ".join(sorted(set(e.unavailable.values())))[:300])
     c = r.context
     if c.load_avg_before is not None or c.busy_fraction is not None:
         load = f"load {c.load_avg_before[0]:.2f} before" if c.load_avg_before else "load -"

@@ -30,6 +30,7 @@ class Timeline:
         self._unix_origin_ns = time.time_ns() - (time.perf_counter_ns() - origin_ns)
         self.intervals: list[Interval] = []
         self._open: dict[str, float] = {}
+        self.on_boundary: list = []  # callables(t_s), run at every phase boundary right after the clock read
 
     def now_s(self, sync: bool = True) -> float:
         if sync:
@@ -43,12 +44,16 @@ class Timeline:
     def begin(self, phase: str) -> float:
         t = self.now_s()
         self._open[phase] = t
+        for hook in self.on_boundary:
+            hook(t)
         return t
 
     def end(self, phase: str) -> float:
         t = self.now_s()
         start = self._open.pop(phase)
         self.intervals.append(Interval(phase, start, t))
+        for hook in self.on_boundary:
+            hook(t)
         return t
 
     def is_open(self, phase: str) -> bool:

@@ -56,6 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full-schedule", action="store_true", help="train the whole schedule instead of stopping at the target")
     p.add_argument("--cost-per-hour", type=float, metavar="USD", help="price of the machine per hour")
     p.add_argument("--instance", metavar="NAME", help="take the price from the catalog (see `daybreak instances`)")
+    p.add_argument("--price-file", type=Path, metavar="FILE",
+                   help="your own price catalog (the JSON schema of `daybreak instances`), searched before ours")
+    p.add_argument("--idle-power-seconds", type=float, default=2.0, metavar="S",
+                   help="seconds of idle power sampled before the run where energy counters exist (0: skip)")
     p.add_argument("--author", default=None, help="author for the DAWNBench JSON (default: your user name)")
     p.add_argument("--author-email", default="", help="author e-mail for the DAWNBench JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
@@ -108,7 +112,8 @@ def run_config_from_args(args: argparse.Namespace) -> "RunConfig":
         out=args.out, device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
         eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
         rules=resolve_rules(args), full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour,
-        instance=args.instance, price_file=getattr(args, "price_file", None), quiet=args.quiet,
+        instance=args.instance, price_file=getattr(args, "price_file", None),
+        idle_power_s=getattr(args, "idle_power_seconds", 2.0), quiet=args.quiet,
         author=args.author if args.author is not None else _user(), author_email=args.author_email,
         command=["daybreak", *args.argv], dist_timeout_s=args.dist_timeout,
     )

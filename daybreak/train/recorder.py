@@ -24,7 +24,7 @@ from daybreak.pricing import cost_usd
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.mllog import MLLOG_FILE, C, RunMllog
 from daybreak.records.run import ClockFigure, EpochRecord, PhaseInterval, RunResult, RunStatus
-from daybreak.rules import read_all
+from daybreak.rules import RULE_SETS, read_all
 from daybreak.train.clock import Timeline
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -59,7 +59,7 @@ class RunRecorder:
 
     def __init__(self, run_dir: Path, result: RunResult, timeline: Timeline, *, author: str = "",
                  author_email: str = "", write: bool = True, benchmark: str | None = None,
-                 replace_failed: bool = False):
+                 replace_failed: bool = False, energy: Any = None):
         self.run_dir = Path(run_dir)
         self.write = write
         self.result = result
@@ -69,6 +69,7 @@ class RunRecorder:
         self._finished = False
         self._target_at_s: float | None = None  # timeline instant the target was reached (end of that eval)
         self._division_written = False
+        self.energy = energy  # daybreak.train.energy.RunEnergy, or None
         self._benchmark = benchmark or f"daybreak_{result.task}"
         if write:
             self._create_run_dir(replace_failed)
@@ -159,6 +160,12 @@ class RunRecorder:
         self.mllog.end(C.INIT_STOP, time_ms=ms)
         self.mllog.start(C.RUN_START, time_ms=ms)
         self.mllog.start("data_load", time_ms=ms)
+        if self.energy is not None and self.energy.available:  # MLPerf's power keys: mean watts per interval
+            self.mllog.start(C.POWER_MEASUREMENT_START, time_ms=ms)
+            self.energy.power_log = lambda t_s, watts: self.mllog.event(
+                C.POWER_READING, round(watts, 6), time_ms=self.timeline.epoch_ms(t_s))
+            self.energy._last_power = None
+            self.energy.on_boundary(t)
 
     def data_loaded(self) -> None:
         """The data check is done: the division is decided and written before the lines held since run_start."""
@@ -229,7 +236,8 @@ class RunRecorder:
         self.mllog.end(C.EVAL_STOP, metadata={C.EPOCH_NUM: epoch}, time_ms=self.timeline.epoch_ms(t1))
         readings = read_all(self.timeline.intervals, t1)
         clock_s = {name: round(reading.seconds, 9) for name, reading in readings.items()}
-        record = EpochRecord(epoch=epoch, step=step, elapsed_s=clock_s[r.rules], clock_s=clock_s,
+        energy_j = self._energy_at(t1)
+        record = EpochRecord(epoch=epoch, step=step, elapsed_s=clock_s[r.rules], clock_s=clock_s, energy_j=energy_j,
                              accuracy=metrics[r.metric], top1=metrics.get("top1"), top5=metrics.get("top5"),
                              metrics=metrics, train_loss=train_loss, eval_s=t1 - t0)
         self.mllog.event(C.EVAL_ACCURACY, record.accuracy, metadata={C.EPOCH_NUM: epoch},
@@ -248,9 +256,13 @@ class RunRecorder:
                 fig.notes = list(reading.notes)
             if reached_now:
                 fig.time_to_target_s = clock_s[name]
+        if energy_j:
+            r.energy.joules_at_end = dict(energy_j)
         if reached_now:
             r.reached = True
             self._target_at_s = t1
+            if energy_j:
+                r.energy.joules_to_target = dict(energy_j)
             r.time_to_target_s = record.elapsed_s
             r.epochs_to_target = record.epoch
             r.steps_to_target = record.step
@@ -259,6 +271,23 @@ class RunRecorder:
         else:
             self._timed_save()
         return record
+
+    def _energy_at(self, t_s: float) -> dict[str, float | None]:
+        """Joules every rule set counts up to ``t_s`` (all ranks); {} when no counter exists."""
+        if self.energy is None:
+            return {}
+        out: dict[str, float | None] = {}
+        covers: list[str] = []
+        for name in RULE_SETS:
+            d = self.energy.under(RULE_SETS[name], self.timeline.intervals, t_s)
+            if d is None:
+                return {}
+            out[name] = None if d.total_j is None else round(d.total_j, 6)
+            covers = d.total_covers
+            if name == self.result.rules:
+                self.result.energy.per_source_j = {src.source: src.joules for src in d.sources}
+        self.result.energy.covers = list(covers)
+        return out
 
     def save_checkpoint(self, model: torch.nn.Module, record: EpochRecord) -> None:
         r = self.result
@@ -326,6 +355,9 @@ class RunRecorder:
                 fig.notes = list(reading.notes)
         # MLPerf's clock stops when the target is reached (the end of that evaluation); otherwise now
         stop_at = self._target_at_s if status == "reached" and self._target_at_s is not None else self.timeline.now_s()
+        if self.energy is not None and self.energy.available:
+            self.mllog.end(C.POWER_MEASUREMENT_STOP, time_ms=self.timeline.epoch_ms(stop_at))
+            r.energy.per_phase_j = self.energy.per_phase(self.timeline.intervals)
         self.mllog.end(C.RUN_STOP, metadata={C.STATUS: C.SUCCESS if status == "reached" else C.ABORTED},
                        time_ms=self.timeline.epoch_ms(stop_at))
         self.save()

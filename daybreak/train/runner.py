@@ -31,6 +31,7 @@ from daybreak.tasks import Task
 from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
 from daybreak.train.clock import Timeline
 from daybreak.train.distributed import Terminated, destroy, init_distributed, injected_fault_step
+from daybreak.train.energy import RunEnergy
 from daybreak.train.evaluate import evaluate
 from daybreak.train.recorder import RunRecorder
 from daybreak.train.rundir import check_out_dir, default_run_dir, reusable_out_dir  # noqa: F401 (re-exported)
@@ -114,10 +115,13 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     )
     if spec.price_warning:
         result.warnings.append(spec.price_warning)
+    energy = RunEnergy(backend.device, ctx)
+    _energy_before(result, energy, spec.idle_power_s)
     timeline = Timeline(backend.device, wall_start_ns)
+    timeline.on_boundary.append(energy.on_boundary)
     recorder = RunRecorder(out, result, timeline, author=spec.author, author_email=spec.author_email,
                            write=ctx.is_main, benchmark=mllog_benchmark(recipe, task, spec.target),
-                           replace_failed=replace_failed)
+                           replace_failed=replace_failed, energy=energy)
     sampler = ContextSampler().start()
     old_term = _on_sigterm(backend)
     try:
@@ -136,8 +140,23 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
         _finish_context(recorder, sampler)
+        energy.close()
         recorder.close()
     return recorder.result
+
+
+def _energy_before(result: RunResult, energy: RunEnergy, idle_s: float) -> None:
+    """What the counters can measure on this machine, and its idle power; or why there is nothing."""
+    e = result.energy
+    e.available = energy.available
+    e.unavailable = energy.unavailable()
+    e.counters = energy.meter.describe()["counters"]
+    if not energy.available:
+        e.notes.append("no energy counter is readable here: joules are not recorded (see unavailable); "
+                       "nothing is estimated")
+        return
+    watts, seconds = energy.idle_power(idle_s)
+    e.idle_power_w, e.idle_seconds = watts, seconds or None
 
 
 class _SigTerm(BaseException):

@@ -53,6 +53,7 @@ class RunConfig:
     cost_per_hour: float | None = None
     instance: str | None = None
     price_file: Path | None = None
+    idle_power_s: float = 2.0  # seconds of idle power sampled before the run (only where energy counters exist)
     quiet: bool = False
     author: str = ""
     author_email: str = ""
@@ -94,6 +95,7 @@ class RunSpec(BaseModel):
     instance: str | None = None
     price_date: str | None = None
     price_warning: str | None = None
+    idle_power_s: float = 2.0
     quiet: bool = False
     author: str = ""
     author_email: str = ""
@@ -234,12 +236,15 @@ def resolve_run_spec(config: RunConfig, world_size: int | None = None) -> RunSpe
         raise ConfigError("--eval-every must be >= 1")
     if config.threads is not None and config.threads < 1:
         raise ConfigError(f"--threads {config.threads}: must be >= 1")
+    if not (math.isfinite(config.idle_power_s) and 0 <= config.idle_power_s <= 60):
+        raise ConfigError(f"--idle-power-seconds {config.idle_power_s}: must be in [0, 60]")
     if not (isinstance(config.seed, int) and 0 <= config.seed < 2**32):
         raise ConfigError(f"--seed {config.seed}: must be an integer in [0, 2**32 - 1]")
     try:
         price, instance, price_date = resolve_price(config.cost_per_hour, config.instance, config.price_file)
     except TypeError:  # an older pricing module without price files
         price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
+    price_warning = _price_warning(config)
     world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
     per_device, global_batch, factor = batch_split(recipe, hp, world)
     return RunSpec(
@@ -252,6 +257,23 @@ def resolve_run_spec(config: RunConfig, world_size: int | None = None) -> RunSpe
         eval_every_steps=config.eval_every_steps, full_schedule=config.full_schedule, world_size=world,
         per_device_batch_size=per_device, global_batch_size=global_batch, lr_scale=factor,
         scaling=recipe.scaling_summary(), cost_per_hour=price, instance=instance, price_date=price_date,
-        quiet=config.quiet, author=config.author, author_email=config.author_email, command=list(config.command),
+        price_warning=price_warning,
+        idle_power_s=config.idle_power_s, quiet=config.quiet, author=config.author, author_email=config.author_email, command=list(config.command),
         dist_timeout_s=config.dist_timeout_s,
     )
+
+
+def _price_warning(config: RunConfig) -> str | None:
+    """A GPU instance's price on a run that will not use a GPU (or the other way round)."""
+    if not config.instance:
+        return None
+    try:
+        import torch
+
+        from daybreak.pricing import gpu_price_warning, lookup_instance
+
+        entry = lookup_instance(config.instance, config.price_file)
+        uses_gpu = config.device.startswith("cuda") or (config.device == "auto" and torch.cuda.is_available())
+        return gpu_price_warning(entry, uses_gpu)
+    except Exception:  # noqa: BLE001 - the price itself was already resolved; a warning is optional
+        return None
