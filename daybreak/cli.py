@@ -1,12 +1,18 @@
-"""The `daybreak` command. Each command lives in its own module with ``register(subparsers)``."""
+"""The `daybreak` command. Each command lives in its own module with ``register(subparsers)``.
+
+Exit status, for every command: 0 success, 2 a usage or data error (one line on stderr, never a traceback),
+130 interrupted; each command documents its other outcomes (run: 3 below the target, 4 diverged, 5 failed).
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
 import sys
 
-from daybreak import __version__
+from daybreak.version import __version__
 from daybreak.errors import DaybreakError
 
 # Modules that add commands. Each defines register(subparsers) and sets `func` on its parser(s);
@@ -21,30 +27,125 @@ COMMAND_MODULES = [
     "daybreak.squad_commands",
 ]
 
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Seeds go to random.seed, torch.manual_seed (64 bits) and numpy.random.seed, which takes [0, 2**32 - 1]: that
+# range, the same for every command that takes a seed.
+SEED_MAX = 2**32 - 1
+# Every other integer option (counts, sizes, ranks, ports) fits 32 bits; a larger one would overflow in torch or C.
+INT_MAX = 2**31 - 1
+
+# argparse types. Text that is not a number raises ValueError (argparse: "invalid int value: 'x'"); a number out
+# of range raises ArgumentTypeError with the reason.
+
+
+def seed_value(text: str) -> int:
+    """``type="seed"``: an integer in [0, SEED_MAX]."""
+    value = int(text)
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]}: a seed must be an integer in [0, {SEED_MAX}] (2**32 - 1)")
+    return value
+
+
+def bounded_int(text: str) -> int:
+    """What ``type=int`` means on daybreak's command line: an integer of at most 32 bits (each command checks
+    its own lower bound)."""
+    value = int(text)
+    if abs(value) > INT_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]}: too large (at most {INT_MAX})")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """What ``type=float`` means on daybreak's command line: a number, never nan or inf."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: must be a finite number")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with daybreak's conventions, for every command and subcommand (``add_parser`` makes subparsers of
+    the same class):
+
+    - a usage error is one line on stderr, ``daybreak: error: run: argument --seed: ... (see `daybreak run
+      --help`)``, and exit status 2 (argparse's default prints the whole usage text first);
+    - ``type=int`` refuses integers beyond 32 bits, ``type=float`` nan and inf; ``type="seed"`` takes an integer
+      in [0, 2**32 - 1];
+    - a command made of subcommands (``leaderboard``, ``analyze``) needs one.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("type", int, bounded_int)
+        self.register("type", float, finite_float)
+        self.register("type", "seed", seed_value)
+
+    def add_subparsers(self, **kwargs):
+        kwargs.setdefault("required", True)
+        return super().add_subparsers(**kwargs)
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:  # reported by the (sub)command they were given to, so its --help is the one named
+            parser, deeper = self, True
+            while deeper:
+                deeper = False
+                for action in parser._actions:
+                    name = getattr(namespace, action.dest, None)
+                    if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                        parser, deeper = action.choices[name], True
+                        break
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+    def error(self, message: str):
+        command = self.prog.split(maxsplit=1)[1:]
+        where = f"{command[0]}: " if command else ""
+        self.exit(EXIT_USAGE, f"daybreak: error: {where}{message} (see `{self.prog} --help`)\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="daybreak",
         description="End-to-end deep-learning benchmark: time and cost to train to a fixed accuracy "
                     "(DAWNBench's metric), inference latency and cost, throughput sweeps, analyses and a leaderboard.",
-        epilog="Run `daybreak run` with no arguments for the offline default (digits to 98%%). "
-               "`daybreak COMMAND --help` explains each command.",
+        epilog="Run `daybreak run` with no arguments for the offline default (digits to 98%). "
+               "`daybreak COMMAND --help` explains each command. Exit status: 0 success, 2 a usage or data error "
+               "(one line on stderr), 130 interrupted; `daybreak run`: 3 below the target, 4 diverged, 5 failed.",
     )
     parser.add_argument("--version", action="version", version=f"daybreak {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=False)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
+def _user_path(err: OSError, argv: list[str]) -> str | None:
+    """The file an OSError is about, when that is a path given on the command line or inside one; else None."""
+    given = []
+    for token in argv:
+        value = token.split("=", 1)[1] if token.startswith("--") and "=" in token else token
+        if value and not value.startswith("-"):
+            given.append(os.path.abspath(os.path.expanduser(value)))
+    for name in (err.filename, err.filename2):
+        if name is None or isinstance(name, int):
+            continue
+        path = os.path.abspath(os.fsdecode(name))
+        if any(path == g or path.startswith(g.rstrip(os.sep) + os.sep) for g in given):
+            return os.fsdecode(name)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a usage error: one line on stderr, SystemExit(2)
     args.argv = argv  # the command line as given (commands that re-launch themselves need it)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
     except DaybreakError as e:
@@ -52,9 +153,17 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         print("daybreak: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        # A path the user named that cannot be used (permission denied, read-only, not a directory, exists, ...)
+        # is their mistake to fix: one line. Any other OSError is a bug or the machine's problem: the traceback.
+        path = _user_path(e, argv)
+        if path is None:
+            raise
+        print(f"daybreak: error: {path}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
