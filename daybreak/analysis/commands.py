@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "repeat", formatter_class=fmt,
         help="run a recipe over N seeds and summarize the stability of its time-to-target",
         description="Run N seeds of a recipe (each a normal run directory OUT/seed-<n>, run in this process) and "
-                    "write OUT/summary.json: time-to-target mean, sample std, coefficient of variation, 95%% "
+                    "write OUT/summary.json: time-to-target mean, sample std, coefficient of variation, 95% "
                     "Student-t confidence interval of the mean, MLPerf-style olympic mean (fastest and slowest "
                     "dropped; needs >= 3 reached runs), the fraction of runs that reached the target and the "
                     "epochs-to-target distribution. Runs that do not reach the target are recorded, excluded from "

@@ -150,7 +150,7 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
             raise ConfigError(f"--image-size: {options.model} takes token sequences; use --seq-len")
         if data:
             raise ConfigError(f"--data {data}: real data is for image models; {options.model} runs on synthetic tokens")
-        seq_len = seq_len or DEFAULT_SEQ_LEN
+        seq_len = DEFAULT_SEQ_LEN if seq_len is None else seq_len
         if not 1 <= seq_len <= 512:
             raise ConfigError(f"--seq-len {seq_len}: must be in 1..512 (BERT's positions)")
     else:
