@@ -10,6 +10,7 @@ import argparse
 import importlib
 import math
 import os
+import signal
 import sys
 
 from daybreak.version import __version__
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    old_term = _sigterm_as_interrupt()
     try:
         return int(args.func(args) or 0)
     except DaybreakError as e:
@@ -164,6 +166,27 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"daybreak: error: {path}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _sigterm_as_interrupt():
+    """SIGTERM (schedulers, `timeout`, container stops) is handled like Ctrl-C by every command: what was measured
+    is recorded (a run: ``interrupted``; a sweep: its finished configurations, workers stopped) and the exit status
+    is 130. Commands with their own handler (a run, `daybreak time`, torchrun workers) install it over this one."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return None
 
 
 if __name__ == "__main__":

@@ -292,3 +292,24 @@ def test_daybreak_time_on_the_runs_own_mllog_gives_the_same_figures(digits_run, 
         assert t.rules == rules
         for name in ("dawnbench", "mlperf"):
             assert abs(t.clocks[name].time_to_target_s - r.clocks[name].time_to_target_s) < 1e-3, name
+
+
+@pytest.mark.parametrize("command", [["repeat", "digits", "--runs", "3", "--set", "epochs=300", "--full-schedule"],
+                                     ["throughput", "--model", "digits_cnn", "--batch-sizes", "8,16,32,64",
+                                      "--steps", "400", "--repeats", "7", "-q"]])
+def test_sigterm_ends_other_commands_like_ctrl_c(command, tmp_path):
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "daybreak", *command, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.exists() and any(out.rglob("*.json*"))):
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    if command[0] == "repeat":
+        statuses = [RunResult.load(p.parent).status for p in out.rglob("result.json")]
+        assert "interrupted" in statuses

@@ -91,3 +91,17 @@ def test_launch_command_line():
 def test_launch_errors_are_one_line(capsys):
     assert main(["run", "--nproc-per-node", "2", "--nnodes", "2"]) == 2
     assert single_line(capsys.readouterr().err)
+
+
+def test_two_processes_reach_the_mnist_target_with_the_recipes_defaults(tmp_path):
+    """The mnist recipe keeps its global batch (128 = 2 x 64) and lr on 2 processes and reaches 99% there too
+    (on small learnable MNIST-format files: real MNIST cannot be downloaded here)."""
+    from daybreak.data.synthetic import write_mnist
+
+    write_mnist(tmp_path / "m", 3000, 500)
+    out = tmp_path / "run"
+    code = main(["run", "mnist", "--data-dir", str(tmp_path / "m"), "--allow-custom-data", "--nproc-per-node", "2",
+                 "--out", str(out), "-q"])
+    r = RunResult.load(out)
+    assert code == 0 and r.status == "reached" and r.world_size == 2 and r.best_accuracy >= 0.99
+    assert r.per_device_batch_size == 64 and r.global_batch_size == 128 and r.lr_scale == 1.0

@@ -11,9 +11,10 @@ Layout (the ideas follow Keller Jordan's airbench; the code is our own)::
     global max pool, linear (no bias), fixed logit scale
 
 BatchNorm layers keep their scale fixed at 1 and learn only their shift (the convs before them are scale-free,
-so a learned scale adds little), and they update their running statistics quickly (momentum 0.4) because a
-training run lasts only a few hundred steps. Under autocast the convs run in bf16/fp16 while BN runs in
-float32 (its parameters are float32 and autocast computes batch_norm in float32).
+so a learned scale adds little), they update their running statistics quickly (momentum 0.4, airbench's
+``batchnorm_momentum`` 0.6 in its 1 - momentum convention) because a training run lasts only a few hundred steps,
+and their eps is airbench's 1e-12 (PyTorch's default is 1e-5). Under autocast the convs run in bf16/fp16 while BN
+runs in float32 (its parameters are float32 and autocast computes batch_norm in float32).
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ WHITENING_IMAGES = 5000  # the patch covariance of 5,000 images (~4.8M patches) 
 class ConvBlock(nn.Module):
     """conv3x3 -> maxpool 2 -> BN -> GELU -> conv3x3 -> BN -> GELU."""
 
-    def __init__(self, c_in: int, c_out: int, bn_momentum: float, bn_scale_trainable: bool):
+    def __init__(self, c_in: int, c_out: int, bn_momentum: float, bn_scale_trainable: bool, bn_eps: float = 1e-12):
         super().__init__()
         self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1, bias=False)
         self.pool = nn.MaxPool2d(2)
-        self.norm1 = nn.BatchNorm2d(c_out, momentum=bn_momentum)
+        self.norm1 = nn.BatchNorm2d(c_out, eps=bn_eps, momentum=bn_momentum)
         self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1, bias=False)
-        self.norm2 = nn.BatchNorm2d(c_out, momentum=bn_momentum)
+        self.norm2 = nn.BatchNorm2d(c_out, eps=bn_eps, momentum=bn_momentum)
         self.act = nn.GELU()
         for conv in (self.conv1, self.conv2):
             # Identity-like start: the first c_in output channels pass their input channel through unchanged,
@@ -54,14 +55,14 @@ class ConvBlock(nn.Module):
 class AirbenchNet(nn.Module):
     def __init__(self, num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256),
                  eigen_patches: int = 12, logit_scale: float = 1 / 9, bn_momentum: float = 0.4,
-                 bn_scale_trainable: bool = False):
+                 bn_scale_trainable: bool = False, bn_eps: float = 1e-12):
         super().__init__()
         self.eigen_patches = eigen_patches
         self.whiten = nn.Conv2d(3, 2 * eigen_patches, kernel_size=2, padding=0, bias=True)
         self.act = nn.GELU()
         blocks, c_in = [], 2 * eigen_patches
         for width in widths:
-            blocks.append(ConvBlock(c_in, width, bn_momentum, bn_scale_trainable))
+            blocks.append(ConvBlock(c_in, width, bn_momentum, bn_scale_trainable, bn_eps))
             c_in = width
         self.blocks = nn.Sequential(*blocks)
         self.pool = nn.AdaptiveMaxPool2d(1)
@@ -82,7 +83,10 @@ class AirbenchNet(nn.Module):
         eigenvalues (of 12, so all of them by default); filters k + eigen_patches are their negatives, so
         that GELU keeps both signs of each component. The bias subtracts the patch mean, so each of the first
         ``eigen_patches`` output channels has mean 0 and variance lambda_k / (lambda_k + eps) ~ 1 on those
-        images, and different channels are uncorrelated. The bias stays trainable.
+        images, and different channels are uncorrelated. The bias stays trainable (the cifar10 recipe trains it
+        for ``whiten_bias_epochs`` epochs, then freezes it). airbench instead takes the eigenvectors of the
+        uncentred second moment of the patches and starts the bias at 0; on mean/std-normalized images the patch
+        mean is close to 0, so the two nearly agree.
         """
         k = self.whiten.kernel_size
         x = train_images_prepared[:max_images].float()
