@@ -407,14 +407,20 @@ def _run_result(task="digits", accuracies=(0.9, 0.985, 0.99), official=True, cos
     from daybreak.measure.system import system_info
     from daybreak.records.run import EpochRecord, RunResult
 
+    from daybreak.tasks import get_task
+
+    target = get_task(task).target
     history = [EpochRecord(epoch=i + 1, step=(i + 1) * 10, elapsed_s=2.0 * (i + 1), accuracy=a, top1=a, eval_s=0.1)
                for i, a in enumerate(accuracies)]
+    first = next((h for h in history if h.accuracy >= target), None)  # a consistent record: totals = history
     return RunResult(
         run_id="r1", task=task, recipe=task, model="tiny-cnn", framework="PyTorch 2.13.0", metric="top1",
-        target=0.98, target_is_default=True, official=official,
+        target=target, target_is_default=True, official=official,
         unofficial_reasons=[] if official else ["data does not match the official checksums (--allow-custom-data)"],
-        hyperparameters={}, seed=0, device="cpu", amp="off", compile=False, status="reached", reached=True,
-        time_to_target_s=4.0, history=history, cost_per_hour=cost, system=system_info(),
+        hyperparameters={}, seed=0, device="cpu", amp="off", compile=False,
+        status="reached" if first else "not_reached", reached=first is not None,
+        time_to_target_s=first and first.elapsed_s, epochs_to_target=first and first.epoch,
+        steps_to_target=first and first.step, history=history, cost_per_hour=cost, system=system_info(),
         started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
     )
 
@@ -496,7 +502,8 @@ def test_problems_name_the_file_at_fault(tmp_path, store):
 
 @pytest.mark.parametrize("raw, fragment", [
     (b'{"model": "\\ud800"}', "invalid Unicode in a string"),
-    (json.dumps(train_json(costPerHour=1e300)).encode(), "'costPerHour' 1e+300 is out of range"),
+    (json.dumps(train_json(costPerHour=1e300)).encode(), "the number 1e+300 is out of range"),
+    (json.dumps(train_json(costPerHour=1e12)).encode(), "'costPerHour' 1e+12 is out of range"),
     (json.dumps(infer_json(latency=1e12)).encode(), "'latency' 1e+12 is out of range"),
 ])
 def test_values_that_could_not_be_stored_or_shown_are_refused(raw, fragment):

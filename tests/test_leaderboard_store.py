@@ -41,7 +41,7 @@ def store(request, tmp_path):
 def submission(model: str, hours: float, date: str = "2018-01-01", cost: float | None = 1.0, latency=None):
     if latency is not None:
         doc = {"model": model, "hardware": "1 GPU", "framework": "PyTorch", "timestamp": date, "latency": latency,
-               "cost": None, "top1Accuracy": 95.0}
+               "cost": None, "top1Accuracy": 95.0, "author": "Someone"}
         return parse_submission(json.dumps(doc).encode(), None, source=f"{model}.json", task="cifar10")
     doc = {"model": model, "hardware": "1 GPU <b>", "framework": "PyTorch", "timestamp": date, "costPerHour": cost,
            "author": "Ünïcode ✓"}
@@ -120,6 +120,7 @@ def test_bad_database_urls_are_one_line_errors(tmp_path):
 
 def test_awkward_text_round_trips(store):
     doc = {"model": "Net ✓ 网络", "hardware": "1 GPU", "framework": "PyTorch", "timestamp": "2018-01-01",
+           "author": "A",
            "latency": 1.0, "top1Accuracy": 95.0, "misc": {"nul": "a\u0000b", "emoji": "\U0001F600", "quote": "'; DROP"}}
     raw = json.dumps(doc).encode()  # \u0000 and the emoji's surrogate pair as JSON escapes
     entry_id, _ = store.add(parse_submission(raw, None, source="src\x00.json", task="cifar10"))

@@ -62,6 +62,14 @@ GZIP_MAGIC = b"\x1f\x8b"
 # ------------------------------------------------------------------------------------------------ IDX files
 
 
+# A gzipped IDX file is decompressed only as far as its own header says it goes (header + shape x item size),
+# and never past MAX_IDX_BYTES: a small .gz that would expand to gigabytes (a "zip bomb") is refused after
+# reading what its header declares, not after filling memory. The official files are far below the cap
+# (train images: 47,040,016 bytes).
+MAX_IDX_BYTES = 2 * 1024**3
+_GUNZIP_CHUNK = 1 << 20
+
+
 def _read_bytes(path: Path) -> bytes:
     """The file's content, gunzipped when it starts with the gzip magic (whatever its name)."""
     try:
@@ -71,9 +79,59 @@ def _read_bytes(path: Path) -> bytes:
     if raw[:2] != GZIP_MAGIC:
         return raw
     try:
-        return gzip.decompress(raw)
+        return _gunzip_idx(raw, path)
     except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as err:
         raise DataError(f"{path} is a corrupt or truncated gzip file ({one_line(err)}); replace it") from err
+
+
+def _idx_size(head: bytes) -> int | None:
+    """The total size an IDX header declares (None until enough of it is there, -1 if it is not IDX)."""
+    if len(head) < 4:
+        return None
+    if head[0] != 0 or head[1] != 0 or head[2] not in IDX_DTYPES:
+        return -1
+    ndim = head[3]
+    if len(head) < 4 + 4 * ndim:
+        return None
+    shape = struct.unpack(f">{ndim}I", head[4 : 4 + 4 * ndim])
+    return 4 + 4 * ndim + math.prod(shape) * IDX_DTYPES[head[2]].itemsize
+
+
+def _gunzip_idx(raw: bytes, path: Path) -> bytes:
+    """Gunzip (every gzip member) in bounded steps, stopping one byte past the size the IDX header declares."""
+    out = bytearray()
+    limit: int | None = None
+    data = raw
+    while data:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # one gzip member
+        while True:
+            want = _GUNZIP_CHUNK if limit is None else max(1, min(_GUNZIP_CHUNK, limit + 1 - len(out)))
+            out += d.decompress(data, want)
+            data = d.unconsumed_tail
+            if limit is None:
+                size = _idx_size(bytes(out[:1024]))
+                if size == -1:
+                    return bytes(out)  # not IDX: parse_idx says so
+                if size is not None:
+                    if size > MAX_IDX_BYTES:
+                        raise DataError(f"{path}: its IDX header declares {size:,} bytes, more than the "
+                                        f"{MAX_IDX_BYTES:,} allowed; replace it")
+                    limit = size
+            if limit is not None and len(out) > limit:
+                raise DataError(f"{path} decompresses to more than the {limit:,} bytes its IDX header declares; "
+                                "replace it")
+            if d.eof:
+                data = d.unused_data
+                break
+            if not data and not d.unconsumed_tail:
+                out += d.flush()
+                if not d.eof:
+                    raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                data = d.unused_data
+                break
+        if data and not data.startswith(GZIP_MAGIC):
+            data = b""  # trailing bytes after the last member (gzip.decompress ignores zero padding likewise)
+    return bytes(out)
 
 
 def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:

@@ -1,4 +1,5 @@
-"""DAWNBench-style leaderboard: submissions (daybreak runs, DAWNBench v1 files), rankings, store, web site.
+"""DAWNBench-style leaderboard: submissions (daybreak runs and repeats, DAWNBench v1 files), provenance, rankings,
+reproduction by the host, store, web site.
 
-``daybreak leaderboard import|show|serve|export``; see :mod:`daybreak.leaderboard.commands`.
+``daybreak leaderboard import|show|serve|export|reproduce|worker``; see :mod:`daybreak.leaderboard.commands`.
 """

@@ -1,4 +1,4 @@
-"""CLI: `daybreak leaderboard import|show|serve|export`."""
+"""CLI: `daybreak leaderboard import|show|serve|export|reproduce|worker`."""
 
 from __future__ import annotations
 
@@ -44,9 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--task", required=True, help="cifar10, imagenet, squad, digits, mnist")
     s.add_argument("--objective", required=True, choices=list(OBJECTIVES))
     s.add_argument("--top", type=int, metavar="N", help="only the first N rows")
+    s.add_argument("--provenance", metavar="P[,P]",
+                   help="only entries of this provenance: reproduced, daybreak-run, self-reported (comma-separated)")
     s.add_argument("--json", action="store_true",
                    help="print the rows as JSON: rank, value (seconds / USD / ms), display, model, hardware, "
-                        "framework, date, source, ...")
+                        "framework, date, source, provenance, runs, p_value_vs_above, ...")
     s.add_argument("--db", metavar="URL", help=DB_HELP)
     s.set_defaults(func=cmd_show)
 
@@ -59,7 +61,60 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--db", metavar="URL", help=DB_HELP)
     v.add_argument("--token-file", type=Path, metavar="FILE",
                    help="submitter tokens, one per line (TOKEN or NAME TOKEN); without it submissions are closed")
+    from daybreak.leaderboard.web import Limits
+
+    d = Limits()
+    v.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, metavar="N",
+                   help="largest request body (larger: 413)")
+    v.add_argument("--max-header-bytes", type=int, default=d.max_header_bytes, metavar="N",
+                   help="largest request head (larger: 400)")
+    v.add_argument("--header-timeout", type=float, default=d.header_timeout_s, metavar="S",
+                   help="seconds a connection has to send a complete request head")
+    v.add_argument("--body-timeout", type=float, default=d.body_timeout_s, metavar="S",
+                   help="seconds a request has to send its body (then 408)")
+    v.add_argument("--keep-alive", type=float, default=d.keep_alive_s, metavar="S",
+                   help="seconds an idle kept-alive connection stays open")
+    v.add_argument("--max-connection-age", type=float, default=d.max_connection_s, metavar="S",
+                   help="seconds after which a connection is closed (after its current response)")
+    v.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
+                   help="concurrent connections and requests (more: 503)")
     v.set_defaults(func=cmd_serve)
+
+    r = lsub.add_parser(
+        "reproduce", help="re-run an entry on this machine from its recorded configuration",
+        description="Re-run a leaderboard entry that names a daybreak task and recipe (a daybreak run or a "
+                    "multi-run repeat entry) from its recorded configuration (recipe, hyperparameters, seed(s), rule "
+                    "set, device count) on this machine, store the reproduction as its own entry linked to the "
+                    "original, and mark the original reproduced when the reproduction reaches the target. With "
+                    "--queue, only queue it for `daybreak leaderboard worker`.")
+    r.add_argument("entry", metavar="ENTRY", help="the entry's id (as in /entries/ID)")
+    r.add_argument("--db", metavar="URL", help=DB_HELP)
+    r.add_argument("--queue", action="store_true", help="queue a job for the worker instead of running it now")
+    r.add_argument("--work-dir", type=Path, metavar="DIR",
+                   help="where the reproduction's run directories go (default: reproductions/ in the user data "
+                        "directory)")
+    r.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="stop a run that takes longer than this (default: 4 hours)")
+    r.add_argument("--cost-per-hour", type=float, metavar="USD", help="this machine's price, for train-cost")
+    r.set_defaults(func=cmd_reproduce)
+
+    w = lsub.add_parser(
+        "worker", help="run queued reproductions, one at a time",
+        description="Take reproduction jobs queued by the server (POST /api/entries/ID/reproduce) or by "
+                    "`reproduce --queue` from the database and run them one at a time. Jobs are rows of the "
+                    "database: they survive a restart; a job left running by a worker that stopped is queued again "
+                    "(at most --max-attempts times); a job that fails is recorded failed with its reason.")
+    w.add_argument("--db", metavar="URL", help=DB_HELP)
+    w.add_argument("--work-dir", type=Path, metavar="DIR", help="where the run directories go (default: "
+                                                                "reproductions/ in the user data directory)")
+    w.add_argument("--once", action="store_true", help="run the queued jobs, then exit")
+    w.add_argument("--poll", type=float, default=5.0, metavar="S", help="seconds between looks at the queue")
+    w.add_argument("--timeout", type=float, default=None, metavar="S", help="per run (default: 4 hours)")
+    w.add_argument("--cost-per-hour", type=float, metavar="USD", help="this machine's price, for train-cost")
+    w.add_argument("--stale-after", type=float, default=120.0, metavar="S",
+                   help="a running job without a heartbeat for this long is the job of a stopped worker")
+    w.add_argument("--max-attempts", type=int, default=2, metavar="N", help="attempts of a job whose worker stopped")
+    w.set_defaults(func=cmd_worker)
 
     e = lsub.add_parser("export", help="write the web pages as a static site",
                         description="Write index.html, one page per task x objective, one page per entry and the "
@@ -69,34 +124,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
+def _say_migrated(store) -> None:
+    for line in store.migrated:
+        print(f"daybreak: {store.display_url}: {line}", file=sys.stderr)
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.importer import import_paths
+    from daybreak.leaderboard.submission import printable
     from daybreak.leaderboard.store import Store
     from daybreak.leaderboard.tasks import get_task
 
     if args.task is not None:
         get_task(args.task)
     with Store(args.db) as store:
+        _say_migrated(store)
         report = import_paths(store, list(args.paths), task=args.task)
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
         else:
+            # file names come from the folder imported: control characters are printed as escapes
             for o in report.outcomes:
                 if o.status == "skipped":
-                    print(f"skipped {o.path}: {o.reason}", file=sys.stderr)
+                    print(printable(f"skipped {o.path}: {o.reason}"), file=sys.stderr)
                 elif not args.quiet:
-                    print(f"{'stored   ' if o.status == 'stored' else 'unchanged'} {o.path} (entry {o.entry_id})")
+                    print(printable(f"{'stored   ' if o.status == 'stored' else 'unchanged'} {o.path} "
+                                    f"(entry {o.entry_id})"))
             print(f"imported into {store.display_url}: {report.summary()}")
     return 1 if report.skipped else 0
 
 
 def _table(rows: list[dict], header: str) -> str:
     cols = [("rank", "#", 4), ("display", header, 12), ("model", "model", 34), ("hardware", "hardware", 40),
-            ("framework", "framework", 22), ("date", "date", 10)]
+            ("framework", "framework", 22), ("date", "date", 10), ("provenance", "provenance", 13),
+            ("runs_text", "runs", 30)]
+    for r in rows:
+        runs = r.get("runs")
+        cv = "-" if not runs or runs["cv"] is None else f"{runs['cv'] * 100:.1f}%"
+        text = "" if not runs else f"{runs['n']} runs, CV {cv}, {runs['reached_fraction'] * 100:.0f}% reached"
+        if r.get("p_value_vs_above") is not None or r.get("significant_vs_above") is not None:
+            p = r.get("p_value_vs_above")
+            text += ("; " if text else "") + ("significant" if r["significant_vs_above"] else "not significant") + \
+                (f" vs #{r['rank'] - 1} (p={p:.2g})" if p is not None else f" vs #{r['rank'] - 1}")
+        r["runs_text"] = text
     widths = []
     for key, title, cap in cols:
         width = max([len(title), *(len(str(r[key])) for r in rows)])
-        widths.append(min(width, cap) if key not in ("rank", "display", "date") else width)
+        widths.append(min(width, cap) if key not in ("rank", "display", "date", "provenance") else width)
 
     def cut(text: str, width: int) -> str:
         return text if len(text) <= width else text[: width - 1] + "…"
@@ -104,11 +178,12 @@ def _table(rows: list[dict], header: str) -> str:
     lines = ["  ".join(cut(title, w).ljust(w) for (_, title, _), w in zip(cols, widths)).rstrip()]
     for r in rows:
         lines.append("  ".join(cut(str(r[key]), w).ljust(w) for (key, _, _), w in zip(cols, widths)).rstrip())
+        del r["runs_text"]
     return "\n".join(lines)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.ranking import get_objective, leaderboard
+    from daybreak.leaderboard.ranking import get_objective, leaderboard, parse_provenance
     from daybreak.leaderboard.store import Store
     from daybreak.leaderboard.tasks import get_task
 
@@ -116,8 +191,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     objective = get_objective(args.objective)
     if args.top is not None and args.top < 1:
         raise ConfigError("--top must be at least 1")
+    provenance = parse_provenance(args.provenance)
     with Store(args.db) as store:
-        rows = leaderboard(store, task.name, objective, top=args.top)
+        _say_migrated(store)
+        rows = leaderboard(store, task.name, objective, top=args.top, provenance=provenance)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -133,17 +210,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.web import create_app, load_tokens
+    from daybreak.leaderboard.web import Limits, create_app, load_tokens, server_config
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: not a TCP port")
+    limits = Limits(max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout,
+                    max_header_bytes=args.max_header_bytes, header_timeout_s=args.header_timeout,
+                    keep_alive_s=args.keep_alive, max_connection_s=args.max_connection_age,
+                    max_connections=args.max_connections)
+    for name, value in vars(limits).items():
+        if not value > 0:
+            raise ConfigError(f"--{name.replace('_s', '').replace('_', '-')}: must be greater than 0")
     tokens = load_tokens(args.token_file) if args.token_file else None
     store = Store(args.db)
-    app = create_app(store, tokens=tokens)
+    _say_migrated(store)
+    app = create_app(store, tokens=tokens, limits=limits)
     state = f"open to {len(tokens)} token(s)" if tokens else "closed (no --token-file)"
     print(f"daybreak leaderboard on http://{args.host}:{args.port}/ (database {store.display_url}; "
           f"submissions {state})", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    uvicorn.Server(server_config(app, args.host, args.port, limits)).run()
     return 0
 
 
@@ -159,4 +244,81 @@ def cmd_export(args: argparse.Namespace) -> int:
         except OSError as e:
             raise ConfigError(f"{args.dir}: cannot write the site ({e.strerror or e})") from None
     print(f"wrote {count} files to {args.dir} (open {args.dir / 'index.html'})")
+    return 0
+
+
+def _work_dir(path: Path | None) -> Path:
+    if path is not None:
+        return path
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("daybreak")) / "reproductions"
+
+
+def _entry_id(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or int(text) > 2**31 - 1:
+        raise ConfigError(f"ENTRY {text!r}: give an entry id (a whole number, as in /entries/ID)")
+    return int(text)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
+    from daybreak.leaderboard.store import Store
+
+    entry_id = _entry_id(args.entry)
+    if args.timeout is not None and not args.timeout > 0:
+        raise ConfigError("--timeout must be greater than 0")
+    with Store(args.db) as store:
+        _say_migrated(store)
+        entry = store.get(entry_id)
+        if entry is None:
+            raise ConfigError(f"no entry {entry_id} in {store.display_url}")
+        try:
+            plan = plan_for(entry)
+        except ReproduceError as e:
+            raise ConfigError(f"entry {entry_id} cannot be reproduced: {e}") from None
+        if args.queue:
+            job, created = store.enqueue(entry_id, "cli")
+            print(f"{'queued' if created else 'already queued'}: job {job.id} reproduces entry {entry_id} "
+                  f"({plan.describe()}); run `daybreak leaderboard worker` to work the queue")
+            return 0
+        try:
+            outcome = reproduce(store, entry_id, work_dir=_work_dir(args.work_dir),
+                                timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=args.cost_per_hour)
+        except ReproduceError as e:
+            print(f"daybreak: reproduction of entry {entry_id} failed: {e}", file=sys.stderr)
+            return 1
+    print(f"entry {entry_id}: {outcome.message}")
+    return 0 if outcome.reached else 3
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import signal
+
+    from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, WorkerOptions, work
+    from daybreak.leaderboard.store import Store
+
+    if args.timeout is not None and not args.timeout > 0:
+        raise ConfigError("--timeout must be greater than 0")
+    if not args.poll > 0 or not args.stale_after > 0 or args.max_attempts < 1:
+        raise ConfigError("--poll and --stale-after must be greater than 0, --max-attempts at least 1")
+
+    def stop(signum, frame):  # SIGTERM like Ctrl-C: the running job is queued again
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    options = WorkerOptions(work_dir=_work_dir(args.work_dir), poll_s=args.poll, once=args.once,
+                            timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=args.cost_per_hour,
+                            stale_after_s=args.stale_after, heartbeat_s=max(0.5, min(15.0, args.stale_after / 4)),
+                            max_attempts=args.max_attempts)
+    with Store(args.db) as store:
+        _say_migrated(store)
+        print(f"daybreak: reproduction worker on {store.display_url} (run directories under {options.work_dir})",
+              file=sys.stderr)
+        try:
+            done = work(store, options)
+        except KeyboardInterrupt:
+            print("daybreak: worker stopped", file=sys.stderr)
+            return 130
+    print(f"daybreak: worker finished {done} job(s)", file=sys.stderr)
     return 0

@@ -6,10 +6,11 @@ before ``hours``), ``timestamp`` without zero padding (``2019-7-22``), ``costPer
 missing or null, ``misc`` as an object or a string, accuracies in percent (CIFAR-10, ImageNet) or as a fraction
 (SQuAD's F1; one SQuAD inference file writes F1 in percent).
 
-Refused, each with one line naming the field or TSV line: invalid JSON, a missing required field, a bad
-timestamp, an unknown or missing TSV column, a cell that is not a number, ``hours`` not increasing, a TSV that
-never reaches the task's target, an inference accuracy below it, values out of range, over-long strings and
-files over the size limits.
+Refused, each with one line naming the field or TSV line: invalid JSON (duplicate keys and numbers beyond
+the bounds included), a missing or null required field (``author`` too, as DAWNBench requires), a bad
+timestamp (before 2017 or after tomorrow), an unknown or missing TSV column, a cell that is not a number,
+``hours`` not increasing, a TSV that never reaches the task's target (or reaches it in less than 10 ms), an
+inference accuracy below it, values out of range, over-long strings and files over the size limits.
 
 Units are normalized explicitly: an accuracy column (or value) whose values all lie in 0..1 is a fraction, one
 with a value above 1 is percent (at most 100); the leaderboard stores fractions and records which unit the file
@@ -28,10 +29,13 @@ from daybreak.leaderboard.submission import (
     SubmissionError,
     accuracy_value, decode_text, number_field, one_line, parse_timestamp, reaches, text_field,
 )
+from daybreak.leaderboard.plausibility import MIN_CLOCK_S
 from daybreak.leaderboard.tasks import LeaderboardTask, get_task, task_from_label, task_names
 
-REQUIRED_TEXT = ("model", "hardware", "framework")
-OPTIONAL_TEXT = ("author", "authorEmail", "codeURL", "commitHash")
+# DAWNBench's submission format requires these (every one of the competition's 118 JSON files has them, none
+# null or empty); a null is refused like a missing field.
+REQUIRED_TEXT = ("model", "hardware", "framework", "author")
+OPTIONAL_TEXT = ("authorEmail", "codeURL", "commitHash")
 _VERSION = re.compile(r"^v?1(\.\d+){0,2}$", re.ASCII)
 
 # TSV columns by canonical name (lower case, letters and digits only) -> the name DAWNBench spells.
@@ -78,14 +82,17 @@ def parse_tsv(data: bytes, what: str) -> TsvTable:
             if all(_CELL.match(c) for c in cells):
                 raise SubmissionError(f"{what}: line {number}: expected a header (epoch, hours, top1Accuracy, ...), "
                                       "found numbers")
-            header = [_canonical_column(c) for c in cells]
-            for raw, canon in zip(cells, header):
-                if canon not in COLUMNS:
+            # one pass, stopping at the first unknown or repeated column: a header has at most len(COLUMNS)
+            # cells, however long the line (a 1 MiB header costs one split, not a quadratic search)
+            header = []
+            for raw in cells:
+                canon = _canonical_column(raw[:40])
+                if canon not in COLUMNS or len(raw) > 40:
                     raise SubmissionError(f"{what}: line {number}: unknown column {one_line(raw, 40)!r} "
                                           f"(known: {', '.join(COLUMNS.values())})")
-            dupes = sorted({c for c in header if header.count(c) > 1})
-            if dupes:
-                raise SubmissionError(f"{what}: line {number}: column {COLUMNS[dupes[0]]!r} appears twice")
+                if canon in header:
+                    raise SubmissionError(f"{what}: line {number}: column {COLUMNS[canon]!r} appears twice")
+                header.append(canon)
             if "hours" not in header:
                 raise SubmissionError(f"{what}: line {number}: no 'hours' column (columns: "
                                       f"{', '.join(COLUMNS[c] for c in header)})")
@@ -253,6 +260,10 @@ def _training(doc: dict, tsv: bytes, task: LeaderboardTask, common: dict, what: 
                               f"(best {_value_text(task, max(accuracies))})")
     cost_per_hour = number_field(doc, "costPerHour", what, required=False)
     time_s = hours[first] * 3600.0
+    if time_s < MIN_CLOCK_S:
+        raise SubmissionError(f"{tsv_what}: line {table.lines[first]}: a time-to-target of {hours[first]:g} hours "
+                              f"is impossibly small (at least {MIN_CLOCK_S:g} s: DAWNBench's clock includes loading "
+                              "the data and building the model)")
     notes = [f"{task.dawnbench_field} read as {unit}",
              f"target reached at TSV line {table.lines[first]} ({hours[first]:g} hours)"]
     if cost_per_hour is None:

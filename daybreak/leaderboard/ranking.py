@@ -6,20 +6,32 @@
 - ``inference-cost``: USD to process 10,000 examples (cost per example x 10,000), shown ``$0.00``.
 
 Smaller is better. Ties go to the earlier submission (its date, then the order in which entries were stored),
-and every row gets its own rank.
+and every row gets its own rank. The date that breaks ties is the one the host can vouch for: a file's own date
+when the host imports it from the command line, the time the server received it for an upload.
+
+Every row says its provenance (``reproduced``, ``daybreak-run``, ``self-reported``) and can be filtered on it. A
+multi-run entry (a ``daybreak repeat`` directory) ranks on the olympic mean of its runs and carries N, the CV and
+the fraction that reached the target; where two adjacent rows both have several runs, the lower one carries the
+p-value of Welch's t-test between them (the test ``daybreak compare`` uses) and whether it is below 0.05.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from daybreak.errors import ConfigError
+from daybreak.leaderboard.submission import PROVENANCE_SELF, PROVENANCES
+
+
+NOT_A_NUMBER = "\u2014"  # what a value that is not a finite number shows (never stored since the bounds)
 
 
 def format_hms(seconds: float) -> str:
     """``h:mm:ss`` like DAWNBench (hours not wrapped at 24), rounded to the nearest second."""
+    if not math.isfinite(seconds):
+        return NOT_A_NUMBER
     total = int(math.floor(seconds + 0.5))
     h, rest = divmod(total, 3600)
     m, s = divmod(rest, 60)
@@ -27,11 +39,11 @@ def format_hms(seconds: float) -> str:
 
 
 def format_usd(usd: float) -> str:
-    return f"${usd:,.2f}"
+    return f"${usd:,.2f}" if math.isfinite(usd) else NOT_A_NUMBER
 
 
 def format_ms(ms: float) -> str:
-    return f"{ms:.4f}"
+    return f"{ms:.4f}" if math.isfinite(ms) else NOT_A_NUMBER
 
 
 @dataclass(frozen=True)
@@ -71,18 +83,66 @@ def sort_key(value: float, submitted_at: Any, entry_id: int) -> tuple:
     return (value, submitted_at, entry_id)
 
 
-def rank_entries(entries: list[Any], objective: Objective, top: int | None = None) -> list[dict[str, Any]]:
+def _rankable(value: Any) -> bool:
+    from daybreak.leaderboard.store import MAX_RANKED_VALUE
+
+    return isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= MAX_RANKED_VALUE
+
+
+def rank_entries(entries: list[Any], objective: Objective, top: int | None = None,
+                 provenance: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Entries (anything with the Entry attributes) -> ranked rows, sorted here (the store sorts the same way)."""
-    valued = [e for e in entries if getattr(e, objective.column, None) is not None]
-    valued.sort(key=lambda e: sort_key(getattr(e, objective.column), e.submitted_at, e.id))
+    valued = [e for e in entries if _rankable(getattr(e, objective.column, None))
+              and (not provenance or (getattr(e, "provenance", None) or PROVENANCE_SELF) in provenance)]
+    valued.sort(key=lambda e: sort_key(getattr(e, objective.column), getattr(e, "ranked_at", None) or e.submitted_at,
+                                       e.id))
     if top is not None:
         valued = valued[:top]
-    return [row(e, objective, rank) for rank, e in enumerate(valued, start=1)]
+    return rows_from(valued, objective)
 
 
-def row(entry: Any, objective: Objective, rank: int) -> dict[str, Any]:
+def _samples(entry: Any, objective: Objective) -> list[float]:
+    """What the significance test compares for ``objective``: the runs' times, or their costs."""
+    from daybreak.leaderboard.store import run_times
+
+    times = run_times(entry)
+    if objective.name == "train-time":
+        return times
+    if objective.name == "train-cost" and getattr(entry, "cost_per_hour", None):
+        return [t / 3600.0 * entry.cost_per_hour for t in times]
+    return []
+
+
+def significance(above: Any, below: Any, objective: Objective) -> dict[str, Any] | None:
+    """Welch's t-test (daybreak compare's) between two adjacent multi-run rows; None unless both have >= 2 runs."""
+    from daybreak.analysis.compare import ALPHA, compare_times
+
+    a, b = _samples(above, objective), _samples(below, objective)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    res = compare_times(a, b, ALPHA)
+    p = res["welch_p"]
+    significant = (p < ALPHA) if p is not None else res["verdict"] in ("A faster", "B faster")
+    return {"p_value": p, "significant": significant, "alpha": ALPHA, "test": "Welch's t-test (two-sided)"}
+
+
+def row(entry: Any, objective: Objective, rank: int, above: Any = None) -> dict[str, Any]:
     """One leaderboard row, as `daybreak leaderboard show --json` and /api/ give it."""
+    from daybreak.leaderboard.store import run_times
+
     value = float(getattr(entry, objective.column))
+    runs = None
+    if getattr(entry, "runs_n", None):
+        reached = entry.runs_reached or 0
+        runs = {"n": entry.runs_n, "reached": reached, "reached_fraction": reached / entry.runs_n,
+                "cv": entry.runs_cv, "times_s": run_times(entry), "score": "olympic mean"}
+    status = getattr(entry, "reproduction_status", None)
+    reproduction = None
+    if status or getattr(entry, "reproduction_of", None):
+        reproduction = {"status": status, "ratio": getattr(entry, "reproduction_ratio", None),
+                        "reproduced_by": getattr(entry, "reproduced_by", None),
+                        "reproduction_of": getattr(entry, "reproduction_of", None)}
+    test = significance(above, entry, objective) if above is not None else None
     return {
         "rank": rank,
         "value": value,
@@ -98,11 +158,50 @@ def row(entry: Any, objective: Objective, rank: int) -> dict[str, Any]:
         "task": entry.task,
         "objective": objective.name,
         "accuracy": entry.accuracy,
+        "provenance": getattr(entry, "provenance", None) or PROVENANCE_SELF,
+        "provenance_detail": getattr(entry, "provenance_detail", None) or "",
+        "runs": runs,
+        "reproduction": reproduction,
+        "p_value_vs_above": None if test is None else test["p_value"],
+        "significant_vs_above": None if test is None else test["significant"],
     }
 
 
-def leaderboard(store, task: str, objective: str | Objective, top: int | None = None) -> list[dict[str, Any]]:
-    """Ranked rows of one task x objective from the store."""
+def rows_from(entries: Sequence[Any], objective: Objective, first_rank: int = 1, above: Any = None
+              ) -> list[dict[str, Any]]:
+    """Rows of already-ranked entries; ``above``: the entry ranked just before the first one (for the test)."""
+    out = []
+    for i, e in enumerate(entries):
+        out.append(row(e, objective, first_rank + i, above))
+        above = e
+    return out
+
+
+def parse_provenance(text: str | Sequence[str] | None) -> list[str] | None:
+    """``reproduced,daybreak-run`` -> a validated list (ConfigError naming the unknown one); empty -> None."""
+    if not text:
+        return None
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item not in PROVENANCES:
+            raise ConfigError(f"unknown provenance {item[:40]!r}; known: {', '.join(PROVENANCES)}")
+        if item not in out:
+            out.append(item)
+    return out or None
+
+
+def leaderboard(store, task: str, objective: str | Objective, top: int | None = None, offset: int = 0,
+                provenance: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Ranked rows of one task x objective from the store (rows ``offset+1`` .. ``offset+top``)."""
     obj = objective if isinstance(objective, Objective) else get_objective(objective)
-    ranked = store.ranked(task, obj.column, limit=top)
-    return [row(r.entry, obj, rank) for rank, r in enumerate(ranked, start=1)]
+    start = max(0, offset - 1)
+    limit = None if top is None else top + (offset - start)
+    ranked = store.ranked(task, obj.column, limit=limit, offset=start, provenance=provenance)
+    above = None
+    if offset > 0 and ranked:
+        above, ranked = ranked[0].entry, ranked[1:]
+    return rows_from([r.entry for r in ranked], obj, first_rank=offset + 1, above=above)

@@ -1,9 +1,11 @@
-"""daybreak's own records as leaderboard submissions: result.json (training) and inference.json (inference).
+"""daybreak's own records as leaderboard submissions: result.json (training), inference.json (inference) and a
+`daybreak repeat` directory (one multi-run entry).
 
-Time to target is read from the run's history, against the *leaderboard's* target for the task (the task's
-default), so a run made with a custom target counts only if its history passes the default one too. Runs
-recorded ``official: false`` (custom data, non-default target) are refused: the leaderboard compares like
-with like.
+Time to target is read from the run's history under DAWNBench v1's clock rules, against the *leaderboard's*
+target for the task (the task's default), so a run made with a custom target counts only if its history passes
+the default one too. Runs recorded ``official: false`` (custom data, non-default target) are refused: the
+leaderboard compares like with like. Every run record passes :mod:`daybreak.leaderboard.plausibility` first.
+A multi-run entry ranks on the olympic mean of its runs (recomputed here from their histories).
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from daybreak.errors import ConfigError
+from daybreak.leaderboard.plausibility import check_run, check_time, close
 from daybreak.leaderboard.submission import (
-    FORMAT_INFERENCE, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, Submission, SubmissionError, as_naive_utc, one_line,
-    parse_number, reaches,
+    FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
+    SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches,
 )
 from daybreak.leaderboard.tasks import LeaderboardTask, get_task, task_names
 
@@ -41,22 +44,35 @@ def _check_text(value: str, key: str, what: str) -> str:
     return text_field({key: value}, key, what, required=False)
 
 
-def parse_run(doc: dict, *, source: str, what: str | None = None) -> Submission:
-    """A daybreak ``result.json`` (kind ``daybreak.run``) -> a training submission."""
+EXTERNAL_RECIPE = "external"  # the recipe name `daybreak time` records carry (daybreak.external.timer.RECIPE)
+EXTERNAL_DETAIL = ("external program timed by `daybreak time`: its accuracy and timestamps are the program's own "
+                   "claims")
+
+
+def load_run(doc: dict, what: str):
+    """A daybreak ``result.json`` document -> RunResult (one-line SubmissionError if it is not one)."""
     from pydantic import ValidationError
 
     from daybreak.records.run import RunResult
 
-    what = what or source
+    if not isinstance(doc, dict):
+        raise SubmissionError(f"{what}: expected a JSON object")
     try:
-        run = RunResult.model_validate(doc)
+        return RunResult.model_validate(doc)
     except ValidationError as e:
         raise SubmissionError(f"{what}: invalid run record: {_validation_message(e)}") from None
-    task = _task(run.task, what)
-    if not run.official:
-        reasons = "; ".join(run.unofficial_reasons) or "no reason recorded"
-        raise SubmissionError(f"{what}: unofficial run ({one_line(reasons, 160)}); "
-                              "the leaderboard takes official runs only")
+    except (ValueError, TypeError, OverflowError) as e:  # a validator deeper down
+        raise SubmissionError(f"{what}: invalid run record: {one_line(str(e), 120)}") from None
+
+
+def is_external(run) -> bool:
+    return run.recipe == EXTERNAL_RECIPE or run.device == "external"
+
+
+def run_time(run, task: LeaderboardTask, what: str, *, allow_unreached: bool = False):
+    """(DAWNBench clock of every evaluation, conversion note or None, index of the first evaluation at or above
+    the leaderboard's target or None). Checks everything in :mod:`daybreak.leaderboard.plausibility`."""
+    check_run(run, what)
     if run.metric != task.metric:
         raise SubmissionError(f"{what}: the run measured {run.metric!r} but {task.name} is ranked on {task.metric!r}")
     if not run.history:
@@ -64,52 +80,178 @@ def parse_run(doc: dict, *, source: str, what: str | None = None) -> Submission:
     hours_at, converted = _dawnbench_clock(run)
     previous = -1.0
     for i, h in enumerate(run.history):
-        for name, value in (("elapsed_s", h.elapsed_s), ("accuracy", h.accuracy), ("epoch", h.epoch)):
-            parse_number(value, f"{what}: history[{i}].{name}")  # finite
         t = parse_number(hours_at[i], f"{what}: history[{i}] DAWNBench clock")
-        if t < 0 or t <= previous:
+        if t < 0 or t <= previous or t > MAX_SECONDS:
             raise SubmissionError(f"{what}: history[{i}]'s DAWNBench clock {t:g} s is not after the previous "
                                   "evaluation's (time must increase)")
-        if not 0.0 <= h.accuracy <= 1.0:
-            raise SubmissionError(f"{what}: history[{i}].accuracy {h.accuracy:g} is not a fraction 0..1")
         previous = t
     index = next((i for i, h in enumerate(run.history) if reaches(h.accuracy, task.target)), None)
-    first = None if index is None else run.history[index]
-    if first is None:
+    if index is None and not allow_unreached:
         best = max(h.accuracy for h in run.history)
         raise SubmissionError(f"{what}: never reached the target {task.target * 100:g}% {task.metric} "
                               f"(best {best * 100:.2f}%)")
+    if index is not None:
+        check_time(run, hours_at[index], run.history[index].step, what)
+    return hours_at, converted, index
+
+
+def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreached: bool = False) -> Submission:
+    """A daybreak ``result.json`` (kind ``daybreak.run``) -> a training submission (self-reported: the importer
+    or the reproduction sets the provenance)."""
+    what = what or source
+    run = load_run(doc, what)
+    task = _task(run.task, what)
+    if not run.official:
+        reasons = "; ".join(run.unofficial_reasons) or "no reason recorded"
+        raise SubmissionError(f"{what}: unofficial run ({one_line(reasons, 160)}); "
+                              "the leaderboard takes official runs only")
+    hours_at, converted, index = run_time(run, task, what, allow_unreached=allow_unreached)
+    first = None if index is None else run.history[index]
     cost_per_hour = run.cost_per_hour
-    if cost_per_hour is not None:
-        cost_per_hour = parse_number(cost_per_hour, f"{what}: cost_per_hour")
-        if cost_per_hour <= 0:
-            cost_per_hour = None
-    seconds = hours_at[index]
-    hours = seconds / 3600.0
-    notes = ["accuracy read as fraction (daybreak record)",
-             f"target reached at epoch {first.epoch:g} ({seconds:.3f} s under DAWNBench v1's clock rules: data "
-             "loading, init and training; evaluation and record writes excluded)"]
+    if cost_per_hour is not None and cost_per_hour <= 0:
+        cost_per_hour = None
+    seconds = None if index is None else hours_at[index]
+    notes = ["accuracy read as fraction (daybreak record)"]
+    if first is not None:
+        notes.append(f"target reached at epoch {first.epoch:g} ({seconds:.3f} s under DAWNBench v1's clock rules: "
+                     "data loading, init and training; evaluation and record writes excluded)")
+    else:
+        best = max(h.accuracy for h in run.history)
+        notes.append(f"did not reach the target {task.target * 100:g}% {task.metric} (best {best * 100:.2f}%)")
     if converted:
         notes.append(converted)
-    if cost_per_hour is None:
+    if cost_per_hour is None and first is not None:
         notes.append("no cost_per_hour: not ranked on train-cost")
+    external = is_external(run)
     sub = Submission(
         kind=KIND_TRAIN, task=task.name, source_format=FORMAT_RUN, source=source,
-        model=_check_text(f"{run.model} ({run.recipe} recipe)", "model", what),
+        model=_check_text(f"{run.model} ({run.recipe} recipe)" if not external else f"{run.model} (external program)",
+                          "model", what),
         hardware=_check_text(run.system.hardware_summary(), "hardware", what),
         framework=_check_text(run.framework, "framework", what),
         submitted_at=as_naive_utc(run.finished_at or run.started_at), metric=task.metric, target=task.target,
-        accuracy=first.accuracy, accuracy_unit="fraction", document=doc, author="", author_email="",
-        code_url="https://pypi.org/project/daybreak/", time_to_target_s=seconds,
-        epochs_to_target=first.epoch, cost_per_hour=cost_per_hour,
-        train_cost_usd=None if cost_per_hour is None else hours * cost_per_hour,
+        accuracy=(first or max(run.history, key=lambda h: h.accuracy)).accuracy, accuracy_unit="fraction",
+        document=doc, author="", author_email="", code_url="https://pypi.org/project/daybreak/",
+        time_to_target_s=seconds, epochs_to_target=None if first is None else first.epoch,
+        cost_per_hour=cost_per_hour,
+        train_cost_usd=None if cost_per_hour is None or seconds is None else seconds / 3600.0 * cost_per_hour,
         curve=[(t / 3600.0, h.accuracy, h.epoch) for t, h in zip(hours_at, run.history)],
         tsv_columns=["epoch", "hours", "accuracy"], notes=notes,
+        provenance_detail=EXTERNAL_DETAIL if external else "",
     )
     return sub.finish({"document": doc})
 
 
-def _dawnbench_clock(run: RunResult) -> tuple[list[float], str | None]:
+def run_summary(run, hours_at: list[float], index: int | None) -> dict:
+    """The compact per-run part of a multi-run entry's document (what its page and a reproduction need)."""
+    first = None if index is None else run.history[index]
+    return {
+        "seed": run.seed, "run_id": run.run_id, "status": run.status, "reached": first is not None,
+        "dawnbench_s": None if index is None else hours_at[index],
+        "epochs_to_target": None if first is None else first.epoch,
+        "steps_to_target": None if first is None else first.step,
+        "best_accuracy": max(h.accuracy for h in run.history), "rules": run.rules, "world_size": run.world_size,
+        "eval_every_epochs": run.eval_every_epochs, "eval_every_steps": run.eval_every_steps,
+        "hardware": run.system.hardware_summary(), "device": run.device,
+        "started_at": run.started_at.isoformat(),
+        "curve": [[round(t, 9), h.accuracy, h.epoch] for t, h in zip(hours_at, run.history)],
+    }
+
+
+MAX_REPEAT_RUNS = 100
+
+
+def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source: str,
+                 what: str | None = None) -> Submission:
+    """A ``daybreak repeat`` directory -> one training entry ranked by the olympic mean of its runs' DAWNBench
+    times (MLPerf's score: the fastest and the slowest run dropped), with N, the CV and the fraction that reached
+    the target. ``run_docs``: (name, result.json document) for every run the summary lists, in its order.
+
+    The statistics are recomputed here from the runs' own histories (each run passes every check a single run
+    does); the summary must agree with its runs (task, recipe, seeds, statuses)."""
+    from pydantic import ValidationError
+
+    from daybreak.analysis.repeat import RepeatSummary
+    from daybreak.analysis.stats import coefficient_of_variation, olympic_mean
+
+    what = what or source
+    try:
+        summary = RepeatSummary.model_validate(summary_doc)
+    except ValidationError as e:
+        raise SubmissionError(f"{what}: invalid repeat summary: {_validation_message(e)}") from None
+    except (ValueError, TypeError, OverflowError) as e:
+        raise SubmissionError(f"{what}: invalid repeat summary: {one_line(str(e), 120)}") from None
+    if not summary.complete:
+        raise SubmissionError(f"{what}: the repeat is not complete (seeds are still to run)")
+    task = _task(summary.task, what)
+    if not summary.runs or len(summary.runs) > MAX_REPEAT_RUNS:
+        raise SubmissionError(f"{what}: a repeat needs 1 to {MAX_REPEAT_RUNS} runs, not {len(summary.runs)}")
+    if summary.n_runs != len(summary.runs) or len(run_docs) != len(summary.runs):
+        raise SubmissionError(f"{what}: the summary lists {len(summary.runs)} runs (n_runs {summary.n_runs}) but "
+                              f"{len(run_docs)} run records came with it")
+    seeds = [r.seed for r in summary.runs]
+    if len(set(seeds)) != len(seeds) or seeds != list(summary.seeds):
+        raise SubmissionError(f"{what}: the runs' seeds {seeds} are not the summary's distinct seeds")
+    runs, compact, times = [], [], []
+    for listed, (name, doc) in zip(summary.runs, run_docs):
+        run_what = f"{what}: run {one_line(name, 80)}"
+        run = load_run(doc, run_what)
+        if not run.official:
+            raise SubmissionError(f"{run_what}: unofficial run; the leaderboard takes official runs only")
+        if (run.task, run.recipe, run.seed, run.run_id) != (summary.task, summary.recipe, listed.seed, listed.run_id):
+            raise SubmissionError(f"{run_what}: task/recipe/seed/run_id {run.task}/{run.recipe}/{run.seed}/"
+                                  f"{one_line(run.run_id, 40)} is not what the summary lists")
+        if run.status != listed.status:
+            raise SubmissionError(f"{run_what}: status {run.status} but the summary says {listed.status}")
+        if runs and run.hyperparameters != runs[0].hyperparameters:
+            raise SubmissionError(f"{run_what}: other hyperparameters than the first run's")
+        if is_external(run):
+            raise SubmissionError(f"{run_what}: a `daybreak time` record of an external program; a multi-run entry "
+                                  "is made of daybreak runs")
+        hours_at, _converted, index = run_time(run, task, run_what, allow_unreached=True)
+        runs.append(run)
+        compact.append(run_summary(run, hours_at, index))
+        if index is not None:
+            times.append(hours_at[index])
+    score = olympic_mean(times)
+    if score is None:
+        raise SubmissionError(f"{what}: {len(times)} of {len(runs)} runs reached the target "
+                              f"{task.target * 100:g}% {task.metric}; the olympic mean needs at least 3")
+    first_headline = {r.rules for r in runs}
+    if first_headline == {"dawnbench"} and summary.time_to_target.olympic_mean_s is not None \
+            and not close(summary.time_to_target.olympic_mean_s, score, rel=1e-4, abs_tol=1e-3):
+        raise SubmissionError(f"{what}: the summary's olympic mean {summary.time_to_target.olympic_mean_s:g} s is "
+                              f"not its runs' ({score:g} s)")
+    cost = runs[0].cost_per_hour if runs[0].cost_per_hour and runs[0].cost_per_hour > 0 else None
+    cv = coefficient_of_variation(times)
+    representative = min((c for c in compact if c["reached"]), key=lambda c: abs(c["dawnbench_s"] - score))
+    epochs = sorted(c["epochs_to_target"] for c in compact if c["reached"])
+    notes = [f"{len(runs)} runs (seeds {', '.join(str(s) for s in seeds)}), {len(times)} reached the target: ranked "
+             f"by the olympic mean of their DAWNBench-clock times ({score:.3f} s; the fastest and the slowest "
+             "dropped)",
+             f"curve: seed {representative['seed']}, the run closest to the olympic mean"]
+    if cost is None:
+        notes.append("no cost_per_hour: not ranked on train-cost")
+    document = {"kind": FORMAT_REPEAT, "summary": summary_doc, "runs": compact}
+    sub = Submission(
+        kind=KIND_TRAIN, task=task.name, source_format=FORMAT_REPEAT, source=source,
+        model=_check_text(f"{summary.model} ({summary.recipe} recipe, {len(runs)} runs)", "model", what),
+        hardware=_check_text(runs[0].system.hardware_summary(), "hardware", what),
+        framework=_check_text(runs[0].framework, "framework", what),
+        submitted_at=max(as_naive_utc(r.finished_at or r.started_at) for r in runs), metric=task.metric,
+        target=task.target,
+        accuracy=next(p[1] for p in representative["curve"] if reaches(p[1], task.target)),
+        accuracy_unit="fraction", document=document, code_url="https://pypi.org/project/daybreak/",
+        time_to_target_s=score, epochs_to_target=epochs[len(epochs) // 2], cost_per_hour=cost,
+        train_cost_usd=None if cost is None else score / 3600.0 * cost,
+        curve=[(p[0] / 3600.0, p[1], p[2]) for p in representative["curve"]],
+        tsv_columns=["epoch", "hours", "accuracy"], notes=notes,
+        runs_n=len(runs), runs_reached=len(times), runs_cv=cv, run_times_s=times,
+    )
+    return sub.finish({"summary": summary_doc, "runs": [doc for _, doc in run_docs]})
+
+
+def _dawnbench_clock(run) -> tuple[list[float], str | None]:
     """Each evaluation's time under DAWNBench v1's rules, whatever the run's headline rule set. Records made
     before the rule sets (no ``clock_s``) timed training only: their init time is added back (and evaluation
     taken out where it was counted), and a note says the figure was converted."""
@@ -133,6 +275,8 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
     mean_ms = parse_number(latency.get("mean_ms") if isinstance(latency, dict) else None, f"{what}: latency.mean_ms")
     if mean_ms <= 0:
         raise SubmissionError(f"{what}: latency.mean_ms must be greater than 0")
+    if mean_ms > MAX_QUANTITY:
+        raise SubmissionError(f"{what}: latency.mean_ms {mean_ms:g} is out of range (at most {MAX_QUANTITY:g})")
     accuracy = parse_number(record.get("accuracy"), f"{what}: accuracy")
     if not 0.0 <= accuracy <= 1.0:
         raise SubmissionError(f"{what}: accuracy {accuracy:g} is not a fraction 0..1")
@@ -147,10 +291,9 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
     if not reaches(accuracy, task.target):
         raise SubmissionError(f"{what}: accuracy {accuracy * 100:.2f}% is below the target {task.target * 100:g}% "
                               f"{task.metric}")
-    per_example = record.get("cost_per_example_usd")
-    per_example = None if per_example is None else parse_number(per_example, f"{what}: cost_per_example_usd")
-    per_10k = record.get("cost_per_10k_usd")
-    per_10k = None if per_10k is None else parse_number(per_10k, f"{what}: cost_per_10k_usd")
+    per_example = number_field(record, "cost_per_example_usd", what, required=False, positive=False)
+    per_10k = number_field(record, "cost_per_10k_usd", what, required=False, positive=False,
+                           maximum=MAX_QUANTITY * 10_000)
     if per_10k is None and per_example is not None:
         per_10k = per_example * 10_000
     if per_example is None and per_10k is not None:
@@ -159,7 +302,7 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
         per_example = per_10k = None
     hardware = record.get("hardware_summary") or _hardware(record.get("system"))
     created = record.get("created_at")
-    submitted = _datetime(created, what)
+    submitted = check_date(_datetime(created, what), f"{what}: created_at")
     notes = ["accuracy read as fraction (daybreak record)", "latency: mean of the batch-1 pass over the eval set"]
     if per_10k is None:
         notes.append("no price: not ranked on inference-cost")

@@ -1,4 +1,5 @@
-"""The leaderboard's store: one table of validated entries, in SQLite (default) or PostgreSQL, via SQLAlchemy 2.
+"""The leaderboard's store: validated entries and reproduction jobs, in SQLite (default) or PostgreSQL, via
+SQLAlchemy 2.
 
 The database is ``--db URL``, else ``$DAYBREAK_DB``, else a SQLite file in the user data directory
 (``platformdirs.user_data_dir("daybreak")/leaderboard.sqlite``). A bare path is taken as a SQLite file;
@@ -7,28 +8,47 @@ The database is ``--db URL``, else ``$DAYBREAK_DB``, else a SQLite file in the u
 Every entry has the SHA-256 of its normalized content under a unique constraint: storing the same submission
 twice (a re-import, two uploads racing each other) keeps one row, and the loser of a race gets the winner's id.
 All SQL goes through SQLAlchemy's parameterized statements.
+
+Lists read columns, never documents: the ranking columns (one per objective, the provenance, the multi-run
+statistics) are columns of their own, and every list query selects exactly ``LIST_COLUMNS`` with a LIMIT, so a
+page of ten rows reads ten short rows however large the stored documents are.
+
+Schema versions: 1 (daybreak before provenance), 2 (provenance, tie-break date, multi-run statistics,
+reproductions, jobs). Opening a version-1 database upgrades it in place (new columns added and filled in, see
+:meth:`Store._migrate`); a database of a newer version is refused with a one-line message.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Iterator
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+from typing import Any, Iterator, Sequence
 
-from sqlalchemy import Double, DateTime, Integer, String, Text, create_engine, event, func, select
+from sqlalchemy import (
+    Double, DateTime, Index, Integer, String, Text, and_, create_engine, event, func, inspect, or_, select, text,
+    update,
+)
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.submission import MAX_FIELD_CHARS, MAX_SOURCE_CHARS, Submission, one_line
+from daybreak.leaderboard.submission import (
+    MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF, PROVENANCES,
+    Submission, one_line,
+)
 
 DB_ENV = "DAYBREAK_DB"
 DB_FILE = "leaderboard.sqlite"
+SCHEMA_VERSION = 2
+MAX_RANKED_VALUE = 1e13  # above every bounded objective (time <= 3.6e9 s, cost <= 1e12 USD); excludes inf and NaN
+REBUILD_HINT = ("rebuild it: move the database away and run `daybreak leaderboard import` again on your "
+                "submissions")
 
 
 class StoreError(DaybreakError):
@@ -72,6 +92,18 @@ class Entry(Base):
     tsv_columns_json: Mapped[str] = mapped_column(Text, default="[]")
     document_json: Mapped[str] = mapped_column(Text)  # the submitted JSON
     notes_json: Mapped[str] = mapped_column(Text, default="[]")
+    # --- schema 2 (added to a version-1 table by _migrate, hence nullable at the database level) ------------
+    provenance: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True, default=PROVENANCE_SELF)
+    provenance_detail: Mapped[str | None] = mapped_column(String(300), nullable=True, default="")
+    ranked_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # ties: the earlier one first
+    runs_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    runs_reached: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    runs_cv: Mapped[float | None] = mapped_column(Double, nullable=True)
+    run_times_json: Mapped[str | None] = mapped_column(Text, nullable=True)  # the reached runs' times, seconds
+    reproduction_of: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    reproduced_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reproduction_ratio: Mapped[float | None] = mapped_column(Double, nullable=True)  # reproduction / original
+    reproduction_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # reproduced|not-reproduced
 
     @property
     def curve(self) -> list[list[float | None]]:
@@ -89,6 +121,69 @@ class Entry(Base):
     def tsv_columns(self) -> list[str]:
         return json.loads(self.tsv_columns_json or "[]")
 
+    @property
+    def run_times(self) -> list[float]:
+        return run_times(self)
+
+
+Index("ix_daybreak_leaderboard_entries_task_ranked", Entry.task, Entry.ranked_at)
+
+
+class Job(Base):
+    """A reproduction for the worker: queued -> running -> done | failed (with its reason)."""
+
+    __tablename__ = "daybreak_leaderboard_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    entry_id: Mapped[int] = mapped_column(Integer, index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # queued, running, done, failed
+    reason: Mapped[str] = mapped_column(Text, default="")
+    requested_by: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str] = mapped_column(String(200), default="")
+    result_entry_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    run_dir: Mapped[str] = mapped_column(String(1000), default="")
+
+
+class Meta(Base):
+    __tablename__ = "daybreak_leaderboard_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(400), default="")
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+JOB_ACTIVE = ("queued", "running")
+
+# What lists read: everything a ranked row or a badge shows, nothing else (no document, curve or notes).
+LIST_COLUMNS = (
+    "id", "task", "kind", "source_format", "source", "submitter", "model", "hardware", "framework", "author",
+    "submitted_at", "ranked_at", "imported_at", "metric", "target", "accuracy", "time_to_target_s", "train_cost_usd",
+    "latency_ms", "inference_cost_10k_usd", "cost_per_hour", "epochs_to_target", "provenance", "provenance_detail",
+    "runs_n", "runs_reached", "runs_cv", "run_times_json", "reproduction_of", "reproduced_by", "reproduction_ratio",
+    "reproduction_status",
+)
+_LIST = [getattr(Entry, c) for c in LIST_COLUMNS]
+
+
+def run_times(entry: Any) -> list[float]:
+    raw = getattr(entry, "run_times_json", None)
+    if not raw:
+        return []
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        return []
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
 
 def default_db_url() -> str:
     env = os.environ.get(DB_ENV, "").strip()
@@ -96,11 +191,15 @@ def default_db_url() -> str:
         return env
     from platformdirs import user_data_dir
 
+    from pathlib import Path
+
     return f"sqlite:///{Path(user_data_dir('daybreak')) / DB_FILE}"
 
 
 def normalize_url(url: str | None) -> str:
     """``None`` -> the default; a bare path -> SQLite; ``postgresql://`` -> psycopg 3."""
+    from pathlib import Path
+
     url = (url or default_db_url()).strip()
     if "://" not in url:
         return f"sqlite:///{Path(url).expanduser().resolve()}"
@@ -136,14 +235,26 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 
 @dataclass
 class Ranked:
-    entry: Entry
+    entry: Any  # a list row (LIST_COLUMNS as attributes) or an Entry
     value: float
+
+
+def _row(r: Any) -> SimpleNamespace:
+    ns = SimpleNamespace(**dict(r._mapping))
+    return ns
+
+
+def _prov_rank(p: str | None) -> int:
+    return PROVENANCES.index(p) if p in PROVENANCES else len(PROVENANCES)
 
 
 class Store:
     def __init__(self, url: str | None = None, *, create: bool = True):
+        from pathlib import Path
+
         self.url = normalize_url(url)
         self.display_url = safe_url(self.url)
+        self.migrated: list[str] = []  # what opening the database upgraded (one line each)
         try:
             parsed = make_url(self.url)
         except (ArgumentError, ValueError):
@@ -161,6 +272,7 @@ class Store:
                     raise StoreError(f"cannot create the folder for {self.display_url}: {e.strerror or e}") from None
         elif parsed.get_backend_name() == "postgresql":
             kwargs["pool_pre_ping"] = True
+            kwargs["connect_args"] = {"connect_timeout": 5}  # an unreachable server fails fast (503), not hangs
         try:
             self.engine: Engine = create_engine(self.url, **kwargs)
         except (ArgumentError, ImportError, SQLAlchemyError) as e:
@@ -170,25 +282,109 @@ class Store:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         if create:
             try:
-                Base.metadata.create_all(self.engine)
+                self._migrate()
+            except StoreError:
+                raise
             except SQLAlchemyError as e:
                 raise StoreError(f"cannot open database {self.display_url}: {_brief(e)}") from None
 
+    def _unavailable(self, action: str, err: BaseException) -> StoreError:
+        return StoreError(f"cannot {action} {self.display_url}: {_brief(err)}")
+
+    # -- schema --------------------------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        """Create the tables, or bring a version-1 database to version 2 in place:
+
+        * add the new entry columns (all nullable) and their indexes;
+        * provenance: entries imported from the command line (no submitter) from a daybreak run directory
+          (``daybreak.run``/``daybreak.inference`` records not made by ``daybreak time``) become ``daybreak-run``;
+          everything else (DAWNBench files, uploads) ``self-reported``;
+        * tie-break date: the submission's own date for command-line imports, the time the server received it
+          for uploads;
+        * an objective value that is not a finite number in range (``inf`` stored by daybreak versions before the
+          bounds) is cleared: that entry is not ranked on that objective any more.
+        """
+        insp = inspect(self.engine)
+        table = Entry.__tablename__
+        if insp.has_table(Meta.__tablename__):
+            with self.engine.connect() as conn:
+                stored = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+            if stored is not None and stored.isdigit() and int(stored) > SCHEMA_VERSION:
+                raise StoreError(f"{self.display_url} holds leaderboard schema v{stored}, newer than this daybreak's "
+                                 f"v{SCHEMA_VERSION}: upgrade daybreak (or {REBUILD_HINT})")
+        if insp.has_table(table):
+            have = {c["name"] for c in insp.get_columns(table)}
+            missing = [c for c in Entry.__table__.columns if c.name not in have]
+            if missing:
+                try:
+                    self._add_columns(missing)
+                except SQLAlchemyError as e:
+                    raise StoreError(f"{self.display_url} has the schema of an older daybreak (v1) and could not be "
+                                     f"upgraded ({_brief(e)}); {REBUILD_HINT}") from None
+        Base.metadata.create_all(self.engine)
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(select(Meta.key).where(Meta.key == "schema_version")).scalar() is None:
+                    conn.execute(Meta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION),
+                                                                updated_at=now_utc()))
+                else:
+                    conn.execute(update(Meta).where(Meta.key == "schema_version", Meta.value != str(SCHEMA_VERSION))
+                                 .values(value=str(SCHEMA_VERSION), updated_at=now_utc()))
+        except IntegrityError:
+            pass  # another process wrote it first
+
+    def _add_columns(self, missing: list) -> None:
+        from daybreak.leaderboard.runs_import import EXTERNAL_DETAIL
+
+        table = Entry.__tablename__
+        dialect = self.engine.dialect
+        quote = dialect.identifier_preparer.quote
+        with self.engine.begin() as conn:
+            have = {c["name"] for c in inspect(conn).get_columns(table)}
+            for column in missing:
+                if column.name in have:
+                    continue  # another process upgraded it meanwhile
+                conn.execute(text(f"ALTER TABLE {quote(table)} ADD COLUMN {quote(column.name)} "
+                                  f"{column.type.compile(dialect)}"))
+            conn.execute(update(Entry).where(Entry.provenance.is_(None))
+                         .values(provenance=PROVENANCE_SELF, provenance_detail=""))
+            conn.execute(update(Entry).where(Entry.ranked_at.is_(None), Entry.submitter.is_(None))
+                         .values(ranked_at=Entry.submitted_at))
+            conn.execute(update(Entry).where(Entry.ranked_at.is_(None)).values(ranked_at=Entry.imported_at))
+            for name in ("time_to_target_s", "train_cost_usd", "latency_ms", "inference_cost_10k_usd",
+                         "cost_per_hour", "cost_per_example_usd", "epochs_to_target"):
+                col = getattr(Entry, name)
+                conn.execute(update(Entry).where(or_(col > MAX_RANKED_VALUE, col < 0)).values({name: None}))
+            rows = conn.execute(select(Entry.id, Entry.document_json).where(
+                Entry.submitter.is_(None), Entry.source_format.in_(("daybreak.run", "daybreak.inference")))).all()
+            for entry_id, document in rows:
+                try:
+                    doc = json.loads(document)
+                except ValueError:
+                    continue
+                external = isinstance(doc, dict) and "external" in (doc.get("recipe"), doc.get("device"))
+                conn.execute(update(Entry).where(Entry.id == entry_id).values(
+                    provenance=PROVENANCE_SELF if external else PROVENANCE_RUN,
+                    provenance_detail=EXTERNAL_DETAIL if external else ""))
+        added = {c.name for c in missing}
+        for index in Entry.__table__.indexes:
+            if {c.name for c in index.columns} & added:
+                index.create(self.engine, checkfirst=True)
+        self.migrated.append(f"upgraded the leaderboard database to schema v{SCHEMA_VERSION} (added "
+                             f"{len(missing)} columns: provenance, tie-break date, multi-run statistics, "
+                             "reproductions)")
+
     # -- writing -------------------------------------------------------------------------------------------
 
-    def add(self, sub: Submission) -> tuple[int, bool]:
-        """Store one validated submission in its own transaction -> (entry id, created). Same content twice: one row."""
-        if not sub.content_hash:
-            raise ValueError("submission has no content hash (call finish())")
-        existing = self.find_hash(sub.content_hash)
-        if existing is not None:
-            return existing, False
-        entry = Entry(
+    def _entry(self, sub: Submission) -> Entry:
+        times = sub.run_times_s
+        return Entry(
             content_hash=sub.content_hash, kind=sub.kind, task=sub.task, source_format=sub.source_format,
             source=sub.source[:MAX_SOURCE_CHARS], submitter=(sub.submitter or None) and sub.submitter[:100],
             model=sub.model, hardware=sub.hardware, framework=sub.framework, author=sub.author,
             author_email=sub.author_email, code_url=sub.code_url, submitted_at=sub.submitted_at,
-            imported_at=datetime.now(timezone.utc).replace(tzinfo=None), metric=sub.metric, target=sub.target,
+            imported_at=now_utc(), metric=sub.metric, target=sub.target,
             accuracy=sub.accuracy, accuracy_unit=sub.accuracy_unit, time_to_target_s=sub.time_to_target_s,
             epochs_to_target=sub.epochs_to_target, cost_per_hour=sub.cost_per_hour,
             train_cost_usd=sub.train_cost_usd, latency_ms=sub.latency_ms,
@@ -197,7 +393,25 @@ class Store:
             tsv_columns_json=json.dumps(sub.tsv_columns),
             document_json=json.dumps(sub.document, allow_nan=False),
             notes_json=json.dumps(sub.notes),
+            provenance=sub.provenance, provenance_detail=sub.provenance_detail[:300],
+            ranked_at=sub.ranked_at or sub.submitted_at,
+            runs_n=sub.runs_n, runs_reached=sub.runs_reached, runs_cv=sub.runs_cv,
+            run_times_json=None if times is None else json.dumps(times, allow_nan=False),
+            reproduction_of=sub.reproduction_of,
         )
+
+    def add(self, sub: Submission) -> tuple[int, bool]:
+        """Store one validated submission in its own transaction -> (entry id, created). Same content twice: one
+        row. The same content from a more trusted source (the host importing a run directory that was uploaded
+        before) raises the stored row's provenance; it is never lowered."""
+        if not sub.content_hash:
+            raise ValueError("submission has no content hash (call finish())")
+        sub.check_numbers()
+        existing = self.find_hash(sub.content_hash)
+        if existing is not None:
+            self._raise_provenance(existing, sub)
+            return existing, False
+        entry = self._entry(sub)
         try:
             with self._sessions() as session, session.begin():
                 session.add(entry)
@@ -207,9 +421,68 @@ class Store:
             existing = self.find_hash(sub.content_hash)
             if existing is None:
                 raise
+            self._raise_provenance(existing, sub)
             return existing, False
-        except OperationalError as e:
-            raise StoreError(f"cannot write to {self.display_url}: {_brief(e)}") from None
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
+    def _raise_provenance(self, entry_id: int, sub: Submission) -> None:
+        if sub.provenance == PROVENANCE_SELF:
+            return
+        try:
+            with self._sessions() as session, session.begin():
+                current = session.scalar(select(Entry.provenance).where(Entry.id == entry_id))
+                if _prov_rank(sub.provenance) < _prov_rank(current):
+                    session.execute(update(Entry).where(Entry.id == entry_id).values(
+                        provenance=sub.provenance, provenance_detail=sub.provenance_detail[:300],
+                        ranked_at=sub.ranked_at or sub.submitted_at))
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
+    def add_reproduction(self, original_id: int, sub: Submission) -> int:
+        """Store a host reproduction of ``original_id`` as its own row linked to it, and mark the original
+        reproduced (with the ratio of times) when the reproduction reached the target -> the new row's id."""
+        sub.provenance = PROVENANCE_REPRODUCED
+        sub.reproduction_of = original_id
+        sub.check_numbers()
+        try:
+            with self._sessions() as session, session.begin():
+                original = session.get(Entry, original_id)
+                if original is None:
+                    raise StoreError(f"entry {original_id} is gone")
+                existing = session.scalar(select(Entry.id).where(Entry.content_hash == sub.content_hash))
+                if existing is not None:
+                    return existing
+                entry = self._entry(sub)
+                session.add(entry)
+                session.flush()
+                if sub.time_to_target_s is not None:
+                    original.provenance = PROVENANCE_REPRODUCED
+                    original.reproduced_by = entry.id
+                    original.reproduction_status = "reproduced"
+                    if original.time_to_target_s:
+                        original.reproduction_ratio = sub.time_to_target_s / original.time_to_target_s
+                    original.provenance_detail = (f"reproduced by the host as entry {entry.id}" +
+                                                  (f"; was: {original.provenance_detail}"
+                                                   if original.provenance_detail else ""))[:300]
+                    entry.reproduction_ratio = original.reproduction_ratio
+                elif original.reproduction_status != "reproduced":
+                    original.reproduction_status = "not-reproduced"
+                entry.provenance_detail = f"the host's reproduction of entry {original_id}"
+            return entry.id
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
+    def mark_not_reproduced(self, entry_id: int) -> None:
+        """A reproduction that did not reach the target (and stored no row): the original says so, unless an
+        earlier reproduction did reach it."""
+        try:
+            with self._sessions() as session, session.begin():
+                session.execute(update(Entry).where(Entry.id == entry_id, or_(
+                    Entry.reproduction_status.is_(None), Entry.reproduction_status != "reproduced"))
+                    .values(reproduction_status="not-reproduced"))
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -220,46 +493,251 @@ class Store:
         try:
             with self._read() as session:
                 return session.scalar(select(Entry.id).where(Entry.content_hash == content_hash))
-        except OperationalError as e:
-            raise StoreError(f"cannot read {self.display_url}: {_brief(e)}") from None
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
 
     def get(self, entry_id: int) -> Entry | None:
+        """One whole entry (its document included)."""
         try:
             with self._read() as session:
                 return session.get(Entry, entry_id)
-        except OperationalError as e:
-            raise StoreError(f"cannot read {self.display_url}: {_brief(e)}") from None
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
 
     def count(self, task: str | None = None) -> int:
-        with self._read() as session:
-            q = select(func.count(Entry.id))
-            if task is not None:
-                q = q.where(Entry.task == task)
-            return int(session.scalar(q) or 0)
+        try:
+            with self._read() as session:
+                q = select(func.count(Entry.id))
+                if task is not None:
+                    q = q.where(Entry.task == task)
+                return int(session.scalar(q) or 0)
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
 
     def entries(self, task: str | None = None) -> list[Entry]:
+        """Every whole entry (documents included): for tests and small databases; lists use ``ranked``."""
         with self._read() as session:
             q = select(Entry).order_by(Entry.id)
             if task is not None:
                 q = q.where(Entry.task == task)
             return list(session.scalars(q))
 
-    def ranked(self, task: str, column: str, limit: int | None = None) -> list[Ranked]:
-        """Entries of ``task`` with a value in ``column``, best (smallest) first; ties: the earlier submission."""
+    def iter_entries(self, batch: int = 100) -> Iterator[Entry]:
+        """Every whole entry in id order, ``batch`` rows per query (bounded memory, one pass)."""
+        last = 0
+        while True:
+            try:
+                with self._read() as session:
+                    rows = list(session.scalars(select(Entry).where(Entry.id > last).order_by(Entry.id).limit(batch)))
+            except SQLAlchemyError as e:
+                raise self._unavailable("read", e) from None
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1].id
+
+    def _ranked_filter(self, task: str, column: str, provenance: Sequence[str] | None):
         attr = getattr(Entry, column)
+        conditions = [Entry.task == task, attr.is_not(None), attr >= 0, attr <= MAX_RANKED_VALUE]
+        if provenance:
+            conditions.append(Entry.provenance.in_(list(provenance)))
+        return attr, and_(*conditions)
+
+    def ranked(self, task: str, column: str, limit: int | None = None, offset: int = 0,
+               provenance: Sequence[str] | None = None) -> list[Ranked]:
+        """Rows of ``task`` with a value in ``column`` (LIST_COLUMNS only), best (smallest) first; ties: the earlier
+        submission (``ranked_at``), then the entry stored first."""
+        attr, where = self._ranked_filter(task, column, provenance)
         try:
             with self._read() as session:
-                q = (select(Entry).where(Entry.task == task, attr.is_not(None))
-                     .order_by(attr.asc(), Entry.submitted_at.asc(), Entry.id.asc()))
+                q = (select(*_LIST).where(where)
+                     .order_by(attr.asc(), Entry.ranked_at.asc(), Entry.id.asc()))
                 if limit is not None:
                     q = q.limit(limit)
-                return [Ranked(e, getattr(e, column)) for e in session.scalars(q)]
-        except OperationalError as e:
-            raise StoreError(f"cannot read {self.display_url}: {_brief(e)}") from None
+                if offset:
+                    q = q.offset(offset)
+                return [Ranked(e, getattr(e, column)) for e in map(_row, session.execute(q))]
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+
+    def count_ranked(self, task: str, column: str, provenance: Sequence[str] | None = None) -> int:
+        _attr, where = self._ranked_filter(task, column, provenance)
+        try:
+            with self._read() as session:
+                return int(session.scalar(select(func.count(Entry.id)).where(where)) or 0)
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+
+    def rank_of(self, entry: Any, column: str, provenance: Sequence[str] | None = None) -> tuple[int, int] | None:
+        """(rank, total) of ``entry`` on ``column`` by two COUNT queries; None if it is not ranked there."""
+        value = getattr(entry, column, None)
+        if value is None or not (math.isfinite(value) and 0 <= value <= MAX_RANKED_VALUE):
+            return None
+        attr, where = self._ranked_filter(task=entry.task, column=column, provenance=provenance)
+        when = entry.ranked_at or entry.submitted_at
+        before = or_(attr < value, and_(attr == value, or_(Entry.ranked_at < when,
+                                                            and_(Entry.ranked_at == when, Entry.id < entry.id))))
+        try:
+            with self._read() as session:
+                ahead = int(session.scalar(select(func.count(Entry.id)).where(where, before)) or 0)
+                total = int(session.scalar(select(func.count(Entry.id)).where(where)) or 0)
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+        return ahead + 1, total
+
+    def list_rows(self, ids: Sequence[int]) -> list[SimpleNamespace]:
+        if not ids:
+            return []
+        try:
+            with self._read() as session:
+                return [_row(r) for r in session.execute(select(*_LIST).where(Entry.id.in_(list(ids)))
+                                                         .order_by(Entry.id))]
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+
+    def reproductions_of(self, entry_id: int) -> list[SimpleNamespace]:
+        try:
+            with self._read() as session:
+                return [_row(r) for r in session.execute(select(*_LIST).where(Entry.reproduction_of == entry_id)
+                                                         .order_by(Entry.id))]
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+
+    def all_reproductions(self) -> dict[int, list[SimpleNamespace]]:
+        """original id -> its reproduction rows (one query; for the static export)."""
+        out: dict[int, list[SimpleNamespace]] = {}
+        with self._read() as session:
+            for r in session.execute(select(*_LIST).where(Entry.reproduction_of.is_not(None)).order_by(Entry.id)):
+                row = _row(r)
+                out.setdefault(row.reproduction_of, []).append(row)
+        return out
 
     def iter_ids(self) -> Iterator[int]:
         with self._read() as session:
             yield from session.scalars(select(Entry.id).order_by(Entry.id))
+
+    # -- reproduction jobs -----------------------------------------------------------------------------------
+
+    def enqueue(self, entry_id: int, requested_by: str = "") -> tuple[Job, bool]:
+        """Queue a reproduction of ``entry_id`` -> (job, created); an active job of the entry is returned as is."""
+        try:
+            with self._sessions() as session, session.begin():
+                active = session.scalar(select(Job).where(Job.entry_id == entry_id, Job.status.in_(JOB_ACTIVE))
+                                        .order_by(Job.id).limit(1))
+                if active is not None:
+                    return active, False
+                job = Job(entry_id=entry_id, status="queued", reason="", requested_by=requested_by[:100],
+                          created_at=now_utc(), attempts=0, worker="", run_dir="")
+                session.add(job)
+            return job, True
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
+    def get_job(self, job_id: int) -> Job | None:
+        try:
+            with self._read() as session:
+                return session.get(Job, job_id)
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+
+    def jobs(self, entry_id: int | None = None, status: str | None = None, limit: int = 100) -> list[Job]:
+        try:
+            with self._read() as session:
+                q = select(Job).order_by(Job.id.desc()).limit(limit)
+                if entry_id is not None:
+                    q = q.where(Job.entry_id == entry_id)
+                if status is not None:
+                    q = q.where(Job.status == status)
+                return list(session.scalars(q))
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+
+    def claim_job(self, worker: str) -> Job | None:
+        """The oldest queued job, marked running for ``worker`` (an atomic compare-and-set: two workers never
+        claim the same job) -> the job, or None when nothing is queued."""
+        for _ in range(20):
+            try:
+                with self._sessions() as session, session.begin():
+                    job_id = session.scalar(select(Job.id).where(Job.status == "queued").order_by(Job.id).limit(1))
+                    if job_id is None:
+                        return None
+                    now = now_utc()
+                    done = session.execute(update(Job).where(Job.id == job_id, Job.status == "queued").values(
+                        status="running", started_at=now, heartbeat_at=now, worker=worker[:200],
+                        attempts=Job.attempts + 1))
+                    if done.rowcount == 1:
+                        return session.get(Job, job_id)
+            except SQLAlchemyError as e:
+                raise self._unavailable("write to", e) from None
+        return None
+
+    def heartbeat(self, job_id: int) -> None:
+        try:
+            with self._sessions() as session, session.begin():
+                session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
+                                .values(heartbeat_at=now_utc()))
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
+    def update_job(self, job_id: int, **values: Any) -> None:
+        try:
+            with self._sessions() as session, session.begin():
+                session.execute(update(Job).where(Job.id == job_id).values(**values))
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
+    def finish_job(self, job_id: int, status: str, reason: str = "", result_entry_id: int | None = None) -> None:
+        self.update_job(job_id, status=status, reason=one_line(reason, 1000), result_entry_id=result_entry_id,
+                        finished_at=now_utc())
+
+    def requeue_stale(self, stale_after_s: float, max_attempts: int) -> list[tuple[int, str]]:
+        """Running jobs whose worker stopped (no heartbeat for ``stale_after_s``): queued again, or failed after
+        ``max_attempts`` -> [(job id, new status)]."""
+        limit = now_utc() - timedelta(seconds=stale_after_s)
+        out = []
+        try:
+            with self._sessions() as session, session.begin():
+                stale = list(session.scalars(select(Job).where(Job.status == "running", or_(
+                    Job.heartbeat_at.is_(None), Job.heartbeat_at < limit))))
+                for job in stale:
+                    if job.attempts >= max_attempts:
+                        job.status, job.finished_at = "failed", now_utc()
+                        job.reason = (f"the worker stopped during this job {job.attempts} times (last: "
+                                      f"{job.worker}); not retried")
+                    else:
+                        job.status, job.reason = "queued", f"requeued: worker {job.worker} stopped during the job"
+                    out.append((job.id, job.status))
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+        return out
+
+    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """A named lease in the meta table (compare-and-set): one worker runs reproductions at a time on the
+        host. Held until released or not renewed for ``ttl_s``; the holder renews it by acquiring it again."""
+        key = f"lease:{name}"[:64]
+        now = now_utc()
+        try:
+            try:
+                with self._sessions() as session, session.begin():
+                    if session.get(Meta, key) is None:
+                        session.add(Meta(key=key, value="", updated_at=now - timedelta(seconds=ttl_s + 1)))
+            except IntegrityError:
+                pass  # another worker created it first
+            with self._sessions() as session, session.begin():
+                done = session.execute(update(Meta).where(Meta.key == key, or_(
+                    Meta.value == holder, Meta.value == "", Meta.updated_at < now - timedelta(seconds=ttl_s)))
+                    .values(value=holder[:400], updated_at=now))
+                return done.rowcount == 1
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
+    def release_lease(self, name: str, holder: str) -> None:
+        key = f"lease:{name}"[:64]
+        try:
+            with self._sessions() as session, session.begin():
+                session.execute(update(Meta).where(Meta.key == key, Meta.value == holder).values(value=""))
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
 
     def close(self) -> None:
         self.engine.dispose()

@@ -23,11 +23,28 @@ MAX_TSV_ROWS = 10_000
 MAX_FIELD_CHARS = 1_000  # model, hardware, framework, author, ... (the real DAWNBench files stay under 150)
 MAX_JSON_DEPTH = 32
 MAX_SOURCE_CHARS = 500
-MAX_QUANTITY = 1e6  # bound on hours, USD per hour, ms per example, USD per example: keeps products finite
+# Numbers. Every ranked quantity has an upper bound, so that every derived objective stays finite and small
+# enough to store, sort and print: hours, USD per hour, ms per example and USD per example are at most
+# MAX_QUANTITY (1e6), so a time is at most 3.6e9 s and a cost at most 1e6 h x 1e6 $/h = 1e12 USD (10,000
+# examples: 1e10 USD). Any other number anywhere in a submitted JSON (free-form fields included) must be finite
+# and at most MAX_ABS_NUMBER in magnitude (1e15: more than the bytes of memory of any machine a record describes).
+MAX_QUANTITY = 1e6
+MAX_SECONDS = MAX_QUANTITY * 3600.0
+MAX_ABS_NUMBER = 1e15
+MAX_INT_DIGITS = 20  # a JSON integer literal longer than this is out of range whatever its value
+# Dates: DAWNBench opened in 2017 (its earliest real submission is dated 2017-10-11); nothing is dated before
+# 2017-01-01 or after tomorrow (UTC).
+EARLIEST_DATE = datetime(2017, 1, 1)
+
+PROVENANCE_REPRODUCED = "reproduced"  # re-run by the host (`daybreak leaderboard reproduce` / the worker)
+PROVENANCE_RUN = "daybreak-run"  # a daybreak run directory imported on the host
+PROVENANCE_SELF = "self-reported"  # DAWNBench files, uploads, `daybreak time` records of external programs
+PROVENANCES = (PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF)  # most trusted first
 
 FORMAT_DAWNBENCH = "dawnbench-v1"
 FORMAT_RUN = "daybreak.run"
 FORMAT_INFERENCE = "daybreak.inference"
+FORMAT_REPEAT = "daybreak.repeat"
 
 KIND_TRAIN = "train"
 KIND_INFERENCE = "inference"
@@ -67,12 +84,53 @@ class Submission:
     notes: list[str] = field(default_factory=list)
     submitter: str | None = None
     content_hash: str = ""
+    # Set by the host, never read from the submission: see PROVENANCES.
+    provenance: str = PROVENANCE_SELF
+    provenance_detail: str = ""
+    ranked_at: datetime | None = None  # the tie-break date (None: submitted_at; uploads: when the server got it)
+    # Multi-run entries (a `daybreak repeat` directory): the ranked time is the olympic mean of run_times_s.
+    runs_n: int | None = None
+    runs_reached: int | None = None
+    runs_cv: float | None = None
+    run_times_s: list[float] | None = None  # DAWNBench-clock times of the runs that reached the target
+    reproduction_of: int | None = None  # a host reproduction: the entry it re-ran
 
     def finish(self, hashed: dict[str, Any]) -> "Submission":
-        """Set the content hash from the normalized content (so CRLF/spacing variants of a file are the same)."""
+        """Set the content hash from the normalized content (so CRLF/spacing variants of a file are the same),
+        after a last check that every number the store keeps is finite and in range."""
+        self.check_numbers()
         payload = {"format": self.source_format, "kind": self.kind, "task": self.task, **hashed}
         self.content_hash = hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
         return self
+
+    def check_numbers(self) -> None:
+        """Every stored number finite and within its bound, whatever reader made this submission: nothing the
+        store keeps can overflow when ranked, multiplied or printed."""
+        bounds = {"target": 1.0, "accuracy": 1.0, "time_to_target_s": MAX_SECONDS, "epochs_to_target": MAX_QUANTITY,
+                  "cost_per_hour": MAX_QUANTITY, "train_cost_usd": MAX_QUANTITY * MAX_QUANTITY,
+                  "latency_ms": MAX_QUANTITY, "cost_per_example_usd": MAX_QUANTITY,
+                  "inference_cost_10k_usd": MAX_QUANTITY * 10_000, "runs_cv": MAX_QUANTITY}
+        for name, bound in bounds.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SubmissionError(f"{self.source}: {name} is not a finite number")
+            if not 0 <= value <= bound:
+                raise SubmissionError(f"{self.source}: {name} {value:g} is out of range (0 to {bound:g})")
+        for name in ("time_to_target_s", "latency_ms"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise SubmissionError(f"{self.source}: {name} must be greater than 0")
+        for point in self.curve:
+            for value in point:
+                if value is not None and not (math.isfinite(value) and abs(value) <= MAX_SECONDS):
+                    raise SubmissionError(f"{self.source}: a point of the accuracy curve is out of range")
+        for value in self.run_times_s or []:
+            if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+                raise SubmissionError(f"{self.source}: a run's time is out of range")
+        if self.provenance not in PROVENANCES:
+            raise ValueError(f"unknown provenance {self.provenance!r}")
 
 
 def canonical_json(obj: Any) -> str:
@@ -84,8 +142,50 @@ def one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# Control characters (C0, DEL, C1), bidirectional overrides/isolates and lone surrogates (undecodable bytes of a
+# file name): shown as escapes wherever a name from outside is printed, so it cannot rewrite a terminal line.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control / bidi / undecodable character written as an escape (``\\x1b``, ``\\u202e``)."""
+    def esc(m: re.Match) -> str:
+        c = ord(m.group(0))
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+    return _UNPRINTABLE.sub(esc, str(text))
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+class _JsonRefused(ValueError):
+    """A JSON value the leaderboard refuses while parsing (raised from the decoder's hooks)."""
+
+
+def _parse_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number) or abs(number) > MAX_ABS_NUMBER:
+        raise _JsonRefused(f"the number {one_line(text, 30)} is out of range (at most {MAX_ABS_NUMBER:g} in magnitude)")
+    return number
+
+
+def _parse_int(text: str) -> int:
+    digits = text.lstrip("-")
+    if len(digits) > MAX_INT_DIGITS or abs(int(text)) > MAX_ABS_NUMBER:
+        raise _JsonRefused(f"the number {one_line(text, 30)} is out of range (at most {MAX_ABS_NUMBER:g} in magnitude)")
+    return int(text)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is refused (JSON parsers disagree on which value wins)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _JsonRefused(f"duplicate key {one_line(printable(key), 40)!r} in an object")
+        out[key] = value
+    return out
 
 
 def decode_text(data: bytes, what: str) -> str:
@@ -104,12 +204,13 @@ def load_json(data: bytes, what: str) -> Any:
     if not text.strip():
         raise SubmissionError(f"{what}: empty file, expected a JSON object")
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float, parse_int=_parse_int,
+                         object_pairs_hook=_object)
     except json.JSONDecodeError as e:
         raise SubmissionError(f"{what}: invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise SubmissionError(f"{what}: invalid JSON: nested too deeply") from None
-    except ValueError as e:
+    except ValueError as e:  # _JsonRefused, NaN/Infinity, integer literals too long for int()
         raise SubmissionError(f"{what}: invalid JSON: {one_line(str(e), 120)}") from None
     _check_depth(obj, what)
     return obj
@@ -242,10 +343,16 @@ def parse_timestamp(value: Any, what: str) -> datetime:
     except ValueError as e:
         detail = "expected YYYY-MM-DD" if str(e) == "format" else one_line(str(e), 60)
         raise SubmissionError(f"{what}: 'timestamp' {one_line(text, 40)!r} is not a date ({detail})") from None
-    if when.year < 2000:
-        raise SubmissionError(f"{what}: 'timestamp' {text!r} is before 2000")
+    return check_date(when, f"{what}: 'timestamp' {text!r}")
+
+
+def check_date(when: datetime, what: str) -> datetime:
+    """A date in [2017-01-01, tomorrow] (naive UTC), else SubmissionError naming ``what``."""
+    when = as_naive_utc(when)
+    if when < EARLIEST_DATE:
+        raise SubmissionError(f"{what} is before {EARLIEST_DATE.date().isoformat()} (DAWNBench opened in 2017)")
     if when > datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(days=1):
-        raise SubmissionError(f"{what}: 'timestamp' {text!r} is in the future")
+        raise SubmissionError(f"{what} is in the future")
     return when
 
 

@@ -34,33 +34,22 @@ class LeaderboardTask:
         return f"{self.target * 100:g}% {self.metric_label} on {self.eval_split}"
 
 
-_FIELD = {"top1": "top1Accuracy", "top5": "top5Accuracy", "f1": "f1Score"}
-
-# DAWNBench v1 (2017-2020): the competition's tasks and thresholds.
-_DAWNBENCH = [
-    LeaderboardTask("cifar10", "CIFAR-10", "top1", 0.94, "top1Accuracy", "the 10,000 test images", True),
-    LeaderboardTask("imagenet", "ImageNet", "top5", 0.93, "top5Accuracy", "the 50,000 validation images", True),
-    LeaderboardTask("squad", "SQuAD 1.1", "f1", 0.75, "f1Score", "the dev set", True),
-]
-
-
 @lru_cache(maxsize=1)
-def _daybreak_tasks() -> tuple[LeaderboardTask, ...]:
+def _catalog_tasks() -> tuple[LeaderboardTask, ...]:
+    """Every task of the catalog (daybreak/tasks/<name>.py): its metric, default target and leaderboard facts.
+    DAWNBench v1's tasks (their targets are the competition's thresholds) first, in the competition's order."""
     from daybreak.tasks import TASKS
 
-    out = []
-    for name in TASKS.names():
-        if name in {t.name for t in _DAWNBENCH}:
-            continue  # cifar10: the same task and target as DAWNBench's
-        t = TASKS.get(name)
-        out.append(LeaderboardTask(name, name.upper() if len(name) <= 5 else name.capitalize(), t.metric, t.target,
-                                   _FIELD.get(t.metric, "top1Accuracy"), t.eval_split, False))
-    return tuple(out)
+    order = {"cifar10": 0, "imagenet": 1, "squad": 2}
+    tasks = [TASKS.get(name) for name in TASKS.names()]
+    tasks.sort(key=lambda t: (not t.leaderboard.dawnbench, order.get(t.name, 99), t.name))
+    return tuple(LeaderboardTask(t.name, t.leaderboard.title, t.metric.name, t.target, t.metric.dawnbench_column,
+                                 t.leaderboard.eval_split or t.eval_split, t.leaderboard.dawnbench) for t in tasks)
 
 
 def all_tasks() -> list[LeaderboardTask]:
     """DAWNBench's tasks first (in the competition's order), then daybreak's own, by name."""
-    return [*_DAWNBENCH, *_daybreak_tasks()]
+    return list(_catalog_tasks())
 
 
 def task_names() -> list[str]:

@@ -1,24 +1,34 @@
 """`daybreak leaderboard serve`: the leaderboard as a web site (FastAPI, server-rendered Jinja2 pages) + JSON API.
 
-Pages: ``/`` (every task x objective table), ``/tasks/{task}/{objective}`` (one full table),
-``/entries/{id}`` (an entry: its accuracy-vs-time curve as inline SVG and all its metadata).
-API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N``, ``GET /api/entries/{id}``,
-``POST /api/submissions``.
+Pages: ``/`` (every task x objective table, top 10), ``/tasks/{task}/{objective}?page=N`` (one full table, 100
+rows a page), ``/entries/{id}`` (an entry: its accuracy-vs-time curve as inline SVG, provenance, runs,
+reproductions and all its metadata); ``?provenance=reproduced,daybreak-run`` filters the tables.
+API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...``,
+``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``, ``GET /api/jobs/{id}``.
 
 A submission is either a form (``multipart/form-data`` or urlencoded) with the fields ``submission`` (a
-DAWNBench v1 JSON, or daybreak's result.json / inference.json), ``tsv`` (the DAWNBench training TSV) and
-``task`` (when the JSON does not say), or an ``application/json`` body (daybreak records, DAWNBench inference
-JSON; ``?task=`` names the task).
+DAWNBench v1 JSON, daybreak's result.json / inference.json, or a repeat's summary.json), ``tsv`` (the DAWNBench
+training TSV), ``run`` (one per run of a repeat summary: its result.json) and ``task`` (when the JSON does not
+say), or an ``application/json`` body (daybreak records, DAWNBench inference JSON; ``?task=`` names the task).
 It needs a submitter token from the host's token file, sent as ``Authorization: Bearer TOKEN`` (or
-``X-Daybreak-Token``), compared in constant time. Requests are limited to 1 MiB; a rejected submission gets a
-4xx with ``{"error": "..."}`` and stores nothing; the same content submitted twice is stored once.
+``X-Daybreak-Token``), compared in constant time on the raw bytes. Everything uploaded is ``self-reported``,
+whatever it says about itself; a rejected submission gets a 4xx with ``{"error": "..."}`` and stores nothing;
+the same content submitted twice is stored once.
+
+Limits (see :class:`Limits`): request bodies (1 MiB, counted as they arrive, whether or not a Content-Length is
+sent), request heads (16 KiB), time to send a request head (10 s) and a body (30 s), idle keep-alive (5 s), a
+connection's lifetime (5 min), concurrent connections (200; more get a 503). Integer parameters are ASCII digits
+within bounds (400 otherwise). A database that cannot be reached gives a 503 with the reason, not a 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +38,16 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.submission import MAX_FILE_BYTES, SubmissionError, one_line
+from daybreak.leaderboard.submission import MAX_FILE_BYTES, PROVENANCE_SELF, SubmissionError, one_line
 
 MAX_REQUEST_BYTES = 1024 * 1024
 MIN_TOKEN_CHARS = 16
+MAX_TOP = 1000  # rows one API call returns at most
+DEFAULT_TOP = 100
+MAX_OFFSET = 10**9
+MAX_PAGE = 10**7
+MAX_ID = 2**31 - 1  # ids are INTEGER columns: a larger number is no id (and would overflow PostgreSQL's int4)
+_DIGITS = re.compile(r"^[0-9]{1,19}$", re.ASCII)
 SECURITY_HEADERS = [
     (b"content-security-policy",
      b"default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "
@@ -40,6 +56,21 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may hold of the server. The body limit and body timeout are enforced by the app's own
+    middleware; the others by the HTTP protocol (:func:`server_config`)."""
+
+    max_body_bytes: int = MAX_REQUEST_BYTES
+    body_timeout_s: float = 30.0  # from the request head to the last byte of its body
+    max_header_bytes: int = 16 * 1024  # a request head (request line + headers) larger than this: 431 (400 while
+    # it is still arriving: the h11 parser's buffer limit)
+    header_timeout_s: float = 10.0  # from the connection (or the previous response) to a complete request head
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
+    max_connection_s: float = 300.0  # a connection is closed (after its current response) when older than this
+    max_connections: int = 200  # concurrent connections and requests; beyond it: 503
 
 
 @dataclass(frozen=True)
@@ -76,7 +107,10 @@ def match_token(tokens: list[Token], presented: str | None) -> Token | None:
     """Constant-time comparison against every configured token (no early exit on a match)."""
     if not presented:
         return None
-    given = presented.encode("utf-8", "replace")
+    try:
+        given = presented.encode("latin-1")  # the header's raw bytes (HTTP headers arrive decoded as latin-1)
+    except UnicodeEncodeError:
+        given = presented.encode("utf-8", "replace")
     found = None
     for token in tokens:
         if hmac.compare_digest(given, token.secret):
@@ -85,23 +119,60 @@ def match_token(tokens: list[Token], presented: str | None) -> Token | None:
 
 
 class _Guard:
-    """ASGI middleware: refuse bodies declared over the limit before reading them; add security headers."""
+    """ASGI middleware: bodies over the limit are refused (413: a declared Content-Length before reading, else
+    counted as they arrive); a body not received within the time limit gets a 408; security headers on every
+    response. A body is read whole before the app sees it (the largest one allowed is 1 MiB)."""
 
-    def __init__(self, app, limit: int):
+    def __init__(self, app, limit: int, body_timeout_s: float = 30.0, max_header_bytes: int = 16 * 1024):
         self.app = app
         self.limit = limit
+        self.body_timeout_s = body_timeout_s
+        self.max_header_bytes = max_header_bytes
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
+        # a complete head that arrived at once (the protocol bounds only heads still arriving)
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + sum(
+            len(k) + len(v) + 4 for k, v in scope.get("headers") or [])
+        if head > self.max_header_bytes:
+            return await _send_json(send, 431, {"error": f"request head of {head:,} bytes is over the "
+                                                         f"{self.max_header_bytes:,}-byte limit"})
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
         if length is not None:
             text = length.decode("latin-1").strip()
-            if not text.isdigit():
+            if not _DIGITS.match(text):
                 return await _send_json(send, 400, {"error": "bad Content-Length header"})
             if int(text) > self.limit:
-                return await _send_json(send, 413, {"error": f"request body of {int(text):,} bytes is over the "
-                                                             f"{self.limit:,}-byte limit"})
+                await _send_json(send, 413, {"error": f"request body of {int(text):,} bytes is over the "
+                                                      f"{self.limit:,}-byte limit"})
+                return await self._drain(receive)
+        has_body = (length is not None and length.strip() not in (b"", b"0")) or b"transfer-encoding" in headers
+        if has_body:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.body_timeout_s
+            chunks, size = [], 0
+            while True:
+                remaining = deadline - loop.time()
+                try:
+                    if remaining <= 0:
+                        raise asyncio.TimeoutError
+                    message = await asyncio.wait_for(receive(), remaining)
+                except asyncio.TimeoutError:
+                    return await _send_json(send, 408, {"error": f"the request body did not arrive within "
+                                                                 f"{self.body_timeout_s:g} s"})
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.limit:
+                    await _send_json(send, 413, {"error": f"request body over the {self.limit:,}-byte limit"})
+                    return await self._drain(receive, deadline)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+            receive = _replay(b"".join(chunks), then=receive)
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
@@ -110,6 +181,28 @@ class _Guard:
             await send(message)
 
         return await self.app(scope, receive, send_with_headers)
+
+    async def _drain(self, receive, deadline: float | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        await _drain_body(receive, 4 * self.limit, min(deadline or float("inf"), loop.time() + self.body_timeout_s))
+
+
+async def _drain_body(receive, cap: int, deadline: float) -> None:
+    """Read and drop what is left of a refused body (at most ``cap`` bytes, until ``deadline``), so the client,
+    still sending, reads the error response instead of a connection reset; then the connection is closed."""
+    loop = asyncio.get_running_loop()
+    size = 0
+    while size <= cap:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return
+        try:
+            message = await asyncio.wait_for(receive(), remaining)
+        except asyncio.TimeoutError:
+            return
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        size += len(message.get("body", b""))
 
 
 async def _send_json(send, status: int, payload: dict) -> None:
@@ -128,15 +221,39 @@ class _Rejected(Exception):
         self.headers = headers or {}
 
 
+def _int_param(text: str | None, name: str, lo: int, hi: int, default: int | None) -> int | None:
+    """An integer query/path parameter: ASCII digits only (no ``²``, no sign, no 64-bit overflow), in [lo, hi]."""
+    if text is None or text == "":
+        return default
+    if not _DIGITS.match(text) or not lo <= int(text) <= hi:
+        raise _Rejected(400, f"{name} must be a whole number from {lo} to {hi:,}")
+    return int(text)
+
+
+def _provenance_param(text: str | None) -> list[str] | None:
+    from daybreak.leaderboard.ranking import parse_provenance
+
+    if text is None:
+        return None
+    if len(text) > 200:
+        raise _Rejected(400, "provenance filter too long")
+    try:
+        return parse_provenance(text)
+    except ConfigError as e:
+        raise _Rejected(400, str(e)) from None
+
+
 def create_app(store=None, *, token_file: str | Path | None = None, tokens: list[Token] | None = None,
-               max_request_bytes: int = MAX_REQUEST_BYTES):
+               max_request_bytes: int = MAX_REQUEST_BYTES, limits: Limits | None = None):
     """The ASGI app. ``store``: a Store or a database URL (None: the default database)."""
-    from daybreak.leaderboard.importer import parse_submission
+    from daybreak.leaderboard.importer import MAX_RUN_FILES, parse_submission
     from daybreak.leaderboard.ranking import OBJECTIVES, leaderboard
-    from daybreak.leaderboard.site import Site, entry_json, task_json
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.reproduce import ReproduceError, plan_for
+    from daybreak.leaderboard.site import Site, entry_json, job_json, task_json
+    from daybreak.leaderboard.store import Store, StoreError
     from daybreak.leaderboard.tasks import all_tasks, task_names
 
+    limits = limits or Limits(max_body_bytes=max_request_bytes)
     if store is None or isinstance(store, str):
         store = Store(store)
     if tokens is None and token_file is not None:
@@ -145,7 +262,9 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
     app = FastAPI(title="daybreak leaderboard", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.store = store
     app.state.tokens = tokens or []
-    app.add_middleware(_Guard, limit=max_request_bytes)
+    app.state.limits = limits
+    app.add_middleware(_Guard, limit=limits.max_body_bytes, body_timeout_s=limits.body_timeout_s,
+                       max_header_bytes=limits.max_header_bytes)
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status, headers=headers)
@@ -155,32 +274,49 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
                             '<a href="/">All tasks</a></p>', status_code=404)
 
     def find_entry(entry_id: str):
-        if not entry_id.isdigit() or len(entry_id) > 12:
+        if not _ENTRY_ID.match(entry_id) or int(entry_id) > MAX_ID:
             return None
         return store.get(int(entry_id))
 
+    def is_api(request: Request) -> bool:
+        return request.url.path.startswith("/api/") or request.url.path == "/healthz"
+
     @app.exception_handler(_Rejected)
     async def _rejected(request: Request, exc: _Rejected):
+        if not is_api(request) and exc.status == 400:
+            return HTMLResponse(f"<!DOCTYPE html><title>Bad request</title><p>{_esc(exc.message)}. "
+                                '<a href="/">All tasks</a></p>', status_code=400)
         return error(exc.status, exc.message, exc.headers)
+
+    @app.exception_handler(StoreError)
+    async def _unavailable(request: Request, exc: StoreError):
+        message = f"the leaderboard database is unavailable: {one_line(str(exc), 300)}"
+        if is_api(request):
+            return error(503, message, {"Retry-After": "30"})
+        return HTMLResponse(f"<!DOCTYPE html><title>Unavailable</title><p>{_esc(message)}. Try again in a minute.</p>",
+                            status_code=503, headers={"Retry-After": "30"})
 
     # -- pages -----------------------------------------------------------------------------------------------
 
     @app.get("/", response_class=HTMLResponse)
-    def index():
-        return HTMLResponse(site.index_html())
+    def index(request: Request):
+        provenance = _provenance_param(request.query_params.get("provenance"))
+        return HTMLResponse(site.index_html(provenance=provenance))
 
     @app.get("/tasks/{task}/{objective}", response_class=HTMLResponse)
-    def board(task: str, objective: str):
+    def board(task: str, objective: str, request: Request):
         if task not in task_names() or objective not in OBJECTIVES:
             return not_found_page("leaderboard")
-        return HTMLResponse(site.board_html(task, objective))
+        page = _int_param(request.query_params.get("page"), "page", 1, MAX_PAGE, 1)
+        provenance = _provenance_param(request.query_params.get("provenance"))
+        return HTMLResponse(site.board_html(task, objective, page=page, provenance=provenance))
 
     @app.get("/entries/{entry_id}", response_class=HTMLResponse)
     def entry_page(entry_id: str):
         entry = find_entry(entry_id)
         if entry is None:
             return not_found_page("entry")
-        return HTMLResponse(site.entry_html(entry))
+        return HTMLResponse(site.entry_html(entry, jobs=store.jobs(entry_id=entry.id, limit=5)))
 
     # -- JSON API --------------------------------------------------------------------------------------------
 
@@ -189,19 +325,40 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return [task_json(t) for t in all_tasks()]
 
     @app.get("/api/leaderboard/{task}/{objective}")
-    def api_board(task: str, objective: str, top: int | None = None):
+    def api_board(task: str, objective: str, request: Request):
         if task not in task_names():
             return error(404, f"unknown task; known: {', '.join(task_names())}")
         if objective not in OBJECTIVES:
             return error(404, f"unknown objective; known: {', '.join(OBJECTIVES)}")
-        if top is not None and top < 1:
-            return error(400, "top must be at least 1")
-        return leaderboard(store, task, objective, top=top)
+        top = _int_param(request.query_params.get("top"), "top", 1, MAX_TOP, DEFAULT_TOP)
+        offset = _int_param(request.query_params.get("offset"), "offset", 0, MAX_OFFSET, 0)
+        provenance = _provenance_param(request.query_params.get("provenance"))
+        rows = leaderboard(store, task, objective, top=top, offset=offset, provenance=provenance)
+        total = store.count_ranked(task, OBJECTIVES[objective].column, provenance=provenance)
+        return JSONResponse(rows, headers={"X-Total-Count": str(total)})
 
     @app.get("/api/entries/{entry_id}")
     def api_entry(entry_id: str):
         entry = find_entry(entry_id)
         return error(404, "no such entry") if entry is None else entry_json(entry)
+
+    @app.post("/api/entries/{entry_id}/reproduce")
+    def api_reproduce(entry_id: str, request: Request):
+        requester = _authorize(request, app.state.tokens)
+        entry = find_entry(entry_id)
+        if entry is None:
+            return error(404, "no such entry")
+        try:
+            plan_for(entry)
+        except ReproduceError as e:
+            return error(422, f"entry {entry.id} cannot be reproduced: {e}")
+        job, created = store.enqueue(entry.id, requester)
+        return JSONResponse({"queued": created, "job": job_json(job)}, status_code=202 if created else 200)
+
+    @app.get("/api/jobs/{job_id}")
+    def api_job(job_id: str):
+        job = store.get_job(int(job_id)) if _ENTRY_ID.match(job_id) and int(job_id) <= MAX_ID else None
+        return error(404, "no such job") if job is None else job_json(job)
 
     @app.get("/healthz")
     def healthz():
@@ -210,30 +367,36 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
     @app.post("/api/submissions")
     async def submit(request: Request):
         submitter = _authorize(request, app.state.tokens)
-        body = await _read_limited(request, max_request_bytes)
+        body = await _read_limited(request, limits.max_body_bytes)
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         task = request.query_params.get("task")
         tsv_bytes = None
+        run_files: list[tuple[str, bytes]] = []
         source = "upload"
         if ctype in ("multipart/form-data", "application/x-www-form-urlencoded"):
             replay = Request(request.scope, receive=_replay(body))
             try:
-                form = await replay.form(max_files=8, max_fields=8, max_part_size=MAX_FILE_BYTES)
+                form = await replay.form(max_files=MAX_RUN_FILES + 4, max_fields=8, max_part_size=MAX_FILE_BYTES)
             except Exception as e:  # noqa: BLE001 - python-multipart/starlette raise several kinds
                 detail = getattr(e, "detail", None) or getattr(e, "message", None) or str(e) or type(e).__name__
                 raise _Rejected(400, f"unreadable multipart form: {one_line(str(detail), 120)}")
-            unknown = sorted(set(form.keys()) - {"submission", "tsv", "task"})
+            unknown = sorted(set(form.keys()) - {"submission", "tsv", "task", "run"})
             if unknown:
                 raise _Rejected(400, f"unexpected form field {one_line(unknown[0], 40)!r} "
-                                     "(expected submission, tsv, task)")
+                                     "(expected submission, tsv, run, task)")
             if len(form.getlist("submission")) != 1 or len(form.getlist("tsv")) > 1 or len(form.getlist("task")) > 1:
                 raise _Rejected(400, "the form needs exactly one 'submission' and at most one 'tsv' and 'task'")
+            if len(form.getlist("run")) > MAX_RUN_FILES:
+                raise _Rejected(400, f"at most {MAX_RUN_FILES} 'run' records")
             part = form.get("submission")
             json_bytes, filename = await _part(part, UploadFile)
             if filename:
                 source = f"upload:{filename}"
             if form.get("tsv") is not None:
                 tsv_bytes, _ = await _part(form.get("tsv"), UploadFile)
+            for i, run_part in enumerate(form.getlist("run")):
+                data, name = await _part(run_part, UploadFile)
+                run_files.append((name or f"run {i + 1}", data))
             form_task = form.get("task")
             if form_task is not None:
                 if not isinstance(form_task, str):
@@ -242,19 +405,25 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         elif ctype == "application/json":
             json_bytes = body
         else:
-            raise _Rejected(415, "send a form (multipart/form-data or urlencoded; fields submission, tsv, task) "
+            raise _Rejected(415, "send a form (multipart/form-data or urlencoded; fields submission, tsv, run, task) "
                                  "or application/json")
         if task is not None and len(task) > 64:
             raise _Rejected(422, "task name too long")
         try:
             sub = await run_in_threadpool(parse_submission, json_bytes, tsv_bytes, source=source, task=task,
-                                          what="submission", tsv_what="tsv")
+                                          what="submission", tsv_what="tsv", run_files=run_files or None)
         except SubmissionError as e:
             return error(422, str(e))
+        # provenance is the host's to say: an upload is self-reported whatever it claims about itself
+        sub.provenance = PROVENANCE_SELF
+        if isinstance(sub.document, dict) and "provenance" in sub.document:
+            sub.notes.append("the submission's own 'provenance' field is ignored: the host sets provenance")
         sub.submitter = submitter
+        sub.ranked_at = datetime.now(timezone.utc).replace(tzinfo=None)  # ties: when this server received it
         entry_id, created = await run_in_threadpool(store.add, sub)
         return JSONResponse({"stored": created, "duplicate": not created, "id": entry_id,
-                             "url": f"/entries/{entry_id}", "task": sub.task, "kind": sub.kind},
+                             "url": f"/entries/{entry_id}", "task": sub.task, "kind": sub.kind,
+                             "provenance": PROVENANCE_SELF},
                             status_code=201 if created else 200)
 
     @app.get("/favicon.ico")
@@ -262,6 +431,9 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return Response(status_code=204)
 
     return app
+
+
+_ENTRY_ID = re.compile(r"^[0-9]{1,12}$", re.ASCII)
 
 
 def _esc(text: str) -> str:
@@ -294,7 +466,9 @@ async def _read_limited(request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes):
+def _replay(body: bytes, then=None):
+    """An ASGI receive that gives ``body`` once, then the connection's own messages (``then``: a disconnect when
+    the client goes away) or, without one, a disconnect."""
     sent = False
 
     async def receive():
@@ -302,6 +476,8 @@ def _replay(body: bytes):
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
+        if then is not None:
+            return await then()
         return {"type": "http.disconnect"}
 
     return receive
@@ -316,3 +492,87 @@ async def _part(part: Any, upload_type) -> tuple[bytes, str]:
     if isinstance(part, str):
         return part.encode("utf-8"), ""
     raise _Rejected(400, "missing form field 'submission'")
+
+
+# --- the HTTP server -----------------------------------------------------------------------------------------
+
+
+def guarded_protocol(limits: Limits):
+    """uvicorn's h11 protocol with the timeouts it lacks: a connection must send a complete request head within
+    ``header_timeout_s`` of opening (or of its previous response), whether it sends nothing or one byte at a
+    time (a partial head gets a 408); a connection older than ``max_connection_s`` is closed after its current
+    response."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._head_timer = None
+            self._partial = False
+            self._old = self.loop.call_later(limits.max_connection_s, self._too_old)
+            self._arm_head()
+
+        def _arm_head(self) -> None:
+            self._cancel_head()
+            self._partial = False
+            self._head_timer = self.loop.call_later(limits.header_timeout_s, self._head_timeout)
+
+        def _cancel_head(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timeout(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing():
+                return
+            if self._partial:
+                body = b"request head not received in time\n"
+                self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                                     b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+                                     + body)
+            self.transport.close()
+
+        def _too_old(self) -> None:
+            if self.transport.is_closing():
+                return
+            if self.cycle is None or self.cycle.response_complete:
+                self.transport.close()
+            else:
+                self.cycle.keep_alive = False  # closed once this response is sent
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is not None:
+                self._partial = True
+            super().data_received(data)
+
+        def handle_events(self) -> None:
+            before = self.cycle
+            super().handle_events()
+            if self.cycle is not before:
+                self._cancel_head()  # a request head arrived; its body has the app's own time limit
+
+        def on_response_complete(self) -> None:
+            self._arm_head()  # before super(): a pipelined request it starts cancels the timer again
+            super().on_response_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._cancel_head()
+            self._old.cancel()
+            super().connection_lost(exc)
+
+    return GuardedH11Protocol
+
+
+def server_config(app, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None, **kwargs):
+    """The uvicorn configuration the leaderboard is served with (``serve`` and the tests use it): the app's
+    limits plus the protocol's (head size and time, keep-alive, connection age, concurrent connections)."""
+    import uvicorn
+
+    limits = limits or getattr(app.state, "limits", None) or Limits()
+    options = dict(log_level="info", lifespan="off", server_header=False, proxy_headers=False)
+    options.update(kwargs)
+    return uvicorn.Config(app, host=host, port=port, http=guarded_protocol(limits), loop="asyncio",
+                          h11_max_incomplete_event_size=limits.max_header_bytes,
+                          timeout_keep_alive=limits.keep_alive_s,  # type: ignore[arg-type]  (call_later takes floats)
+                          limit_concurrency=limits.max_connections, **options)

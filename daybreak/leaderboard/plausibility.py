@@ -1,0 +1,197 @@
+"""Plausibility of a daybreak run record (``result.json``): the checks every record passes before it ranks.
+
+A record's figures must agree with one another and with physics; each refusal is one line naming the field:
+
+* **dates** within [2017-01-01, tomorrow] (``started_at``, ``finished_at``), and finished after started;
+* **every number finite and bounded**: clocks and times at most ``MAX_SECONDS`` (1e6 hours), epochs at most 1e6,
+  prices at most 1e6 USD/hour, accuracies fractions, so no derived objective (time x price) can overflow;
+* **history consistent with the totals**: ``time_to_target_s`` is the headline clock at the first evaluation
+  at or above the record's target (likewise ``epochs_to_target``, ``steps_to_target`` and every rule set's
+  ``clocks[...].time_to_target_s``); ``elapsed_s`` is the headline rule set's ``clock_s``; clocks, epochs and
+  steps never go back; a record that says it did not reach the target has no evaluation at or above it;
+* **the DAWNBench clock agrees with the raw phase intervals**: each evaluation's ``clock_s["dawnbench"]`` is what
+  :func:`daybreak.rules.read_clock` reads on the record's own phases at the end of that evaluation, so a history
+  rescaled after the run (all times divided by 1000) does not match its phases;
+* **not shorter than the wall clock allows**: the ranked time is at most the command's wall time
+  (``total_s``, and ``finished_at - started_at``) plus the slack ``daybreak time`` allows between two clocks
+  (5 % + 2 s);
+* **not absurdly small for the work done** (the lower bound, see below).
+
+The lower bound. The ranked time must be at least ``MIN_CLOCK_S`` (10 ms) and at least ``MIN_STEP_S`` (1 us) per
+optimizer step done by the target evaluation. An optimizer step has to fetch a batch and run a forward pass, a
+backward pass and a parameter update: at least three dependent device operations, each of which costs at least
+a kernel launch and a synchronization, which take microseconds on any current accelerator (and a 1 GHz
+processor does only 1,000 cycles in 1 us). DAWNBench's clock also counts loading the dataset and building the
+model. Real records sit orders of magnitude above both floors (daybreak's digits recipe: ~60 steps in ~5 s on a
+CPU, i.e. ~80 ms per step): the floors only refuse the physically impossible (1e-300 s). A record that is
+consistent and merely too good to be true is not refused: it is ``self-reported`` until the host reproduces it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from daybreak.leaderboard.submission import (
+    MAX_QUANTITY, MAX_SECONDS, SubmissionError, check_date, reaches,
+)
+
+if TYPE_CHECKING:
+    from daybreak.records.run import RunResult
+
+MIN_CLOCK_S = 0.01
+MIN_STEP_S = 1e-6
+WALL_SLACK_RELATIVE = 0.05
+WALL_SLACK_S = 2.0
+MAX_STEPS = 10**12
+MAX_WORLD_SIZE = 100_000
+
+
+def close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-5) -> bool:
+    return abs(a - b) <= abs_tol + rel * max(abs(a), abs(b))
+
+
+def _finite(value: float | None, what: str, lo: float = 0.0, hi: float = MAX_SECONDS) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SubmissionError(f"{what} must be a number")
+    if not math.isfinite(value):
+        raise SubmissionError(f"{what} is not a finite number")
+    if not lo <= value <= hi:
+        raise SubmissionError(f"{what} {value:g} is out of range ({lo:g} to {hi:g})")
+    return float(value)
+
+
+def check_dates(run: "RunResult", what: str) -> None:
+    start = check_date(run.started_at, f"{what}: started_at {run.started_at.date().isoformat()}")
+    if run.finished_at is not None:
+        end = check_date(run.finished_at, f"{what}: finished_at {run.finished_at.date().isoformat()}")
+        if (end - start).total_seconds() < -1.0:
+            raise SubmissionError(f"{what}: finished_at is before started_at")
+
+
+def check_numbers(run: "RunResult", what: str) -> None:
+    """Every number of the record that the leaderboard reads: finite and within its bound."""
+    for name in ("time_to_target_s", "init_s", "train_s", "eval_s", "total_s"):
+        _finite(getattr(run, name), f"{what}: {name}")
+    _finite(run.epochs_to_target, f"{what}: epochs_to_target", hi=MAX_QUANTITY)
+    _finite(run.steps_to_target, f"{what}: steps_to_target", hi=MAX_STEPS)
+    _finite(run.cost_per_hour, f"{what}: cost_per_hour", lo=-MAX_QUANTITY, hi=MAX_QUANTITY)
+    _finite(run.cost_usd, f"{what}: cost_usd", lo=-MAX_QUANTITY * MAX_QUANTITY, hi=MAX_QUANTITY * MAX_QUANTITY)
+    _finite(run.target, f"{what}: target", hi=1.0)
+    _finite(run.world_size, f"{what}: world_size", lo=1, hi=MAX_WORLD_SIZE)
+    for name, fig in run.clocks.items():
+        _finite(fig.time_to_target_s, f"{what}: clocks.{name}.time_to_target_s")
+        _finite(fig.clock_s, f"{what}: clocks.{name}.clock_s")
+    for i, p in enumerate(run.phases):
+        _finite(p.start_s, f"{what}: phases[{i}].start_s")
+        _finite(p.end_s, f"{what}: phases[{i}].end_s")
+    previous = None
+    for i, h in enumerate(run.history):
+        _finite(h.epoch, f"{what}: history[{i}].epoch", hi=MAX_QUANTITY)
+        _finite(h.step, f"{what}: history[{i}].step", hi=MAX_STEPS)
+        _finite(h.elapsed_s, f"{what}: history[{i}].elapsed_s")
+        _finite(h.eval_s, f"{what}: history[{i}].eval_s")
+        _finite(h.accuracy, f"{what}: history[{i}].accuracy", hi=1.0)
+        for name, value in h.clock_s.items():
+            _finite(value, f"{what}: history[{i}].clock_s.{name}")
+        if previous is not None:
+            if h.epoch < previous.epoch:
+                raise SubmissionError(f"{what}: history[{i}].epoch {h.epoch:g} is before the previous "
+                                      f"evaluation's {previous.epoch:g}")
+            if h.step < previous.step:
+                raise SubmissionError(f"{what}: history[{i}].step {h.step} is before the previous evaluation's "
+                                      f"{previous.step}")
+            if h.elapsed_s < previous.elapsed_s:
+                raise SubmissionError(f"{what}: history[{i}].elapsed_s goes back in time")
+            for name, value in h.clock_s.items():
+                if name in previous.clock_s and value < previous.clock_s[name]:
+                    raise SubmissionError(f"{what}: history[{i}].clock_s.{name} goes back in time")
+        previous = h
+
+
+def check_totals(run: "RunResult", what: str) -> None:
+    """The record's totals are what its own history says."""
+    for i, h in enumerate(run.history):
+        if run.rules in h.clock_s and not close(h.elapsed_s, h.clock_s[run.rules]):
+            raise SubmissionError(f"{what}: history[{i}].elapsed_s {h.elapsed_s:g} s is not the {run.rules} clock "
+                                  f"{h.clock_s[run.rules]:g} s the record says it is")
+    index = next((i for i, h in enumerate(run.history) if reaches(h.accuracy, run.target)), None)
+    if index is None:
+        if run.reached or run.time_to_target_s is not None:
+            raise SubmissionError(f"{what}: the record says it reached its target but no evaluation in its history "
+                                  "is at or above it")
+        return
+    first = run.history[index]
+    if not run.reached:
+        raise SubmissionError(f"{what}: history[{index}] is at or above the target but the record says the run "
+                              f"did not reach it (status {run.status})")
+    if run.time_to_target_s is None or not close(run.time_to_target_s, first.elapsed_s):
+        shown = "none" if run.time_to_target_s is None else f"{run.time_to_target_s:g} s"
+        raise SubmissionError(f"{what}: time_to_target_s ({shown}) is not the clock at the first evaluation at or "
+                              f"above the target (history[{index}]: {first.elapsed_s:g} s)")
+    if run.epochs_to_target is not None and not close(run.epochs_to_target, first.epoch):
+        raise SubmissionError(f"{what}: epochs_to_target {run.epochs_to_target:g} is not history[{index}].epoch "
+                              f"{first.epoch:g}")
+    if run.steps_to_target is not None and run.steps_to_target != first.step:
+        raise SubmissionError(f"{what}: steps_to_target {run.steps_to_target} is not history[{index}].step "
+                              f"{first.step}")
+    for name, fig in run.clocks.items():
+        if fig.time_to_target_s is None:
+            raise SubmissionError(f"{what}: clocks.{name} has no time_to_target_s although the run reached the "
+                                  "target")
+        if name in first.clock_s and not close(fig.time_to_target_s, first.clock_s[name]):
+            raise SubmissionError(f"{what}: clocks.{name}.time_to_target_s {fig.time_to_target_s:g} s is not the "
+                                  f"{name} clock at the first evaluation at or above the target "
+                                  f"({first.clock_s[name]:g} s)")
+
+
+def check_phases(run: "RunResult", what: str) -> None:
+    """Each evaluation's DAWNBench clock is what the record's own phase intervals give at the end of it."""
+    from daybreak.rules import Interval, get_rules, read_clock
+
+    if not run.history or not all("dawnbench" in h.clock_s for h in run.history):
+        return  # a record made before clock rule sets: converted (and noted) by the reader
+    if not run.phases:
+        raise SubmissionError(f"{what}: the record has clock readings but no phase intervals to check them against")
+    try:
+        timeline = [Interval(p.phase, p.start_s, p.end_s) for p in run.phases]
+    except ValueError as e:
+        raise SubmissionError(f"{what}: phases: {e}") from None
+    evals = sorted((i for i in timeline if i.phase == "eval"), key=lambda i: i.start_s)
+    if len(evals) < len(run.history):
+        raise SubmissionError(f"{what}: {len(run.history)} evaluations in the history but {len(evals)} evaluation "
+                              "intervals in the phases")
+    rules = get_rules("dawnbench")
+    for i, (h, interval) in enumerate(zip(run.history, evals)):
+        expected = read_clock(rules, timeline, interval.end_s).seconds
+        if not close(h.clock_s["dawnbench"], expected):
+            raise SubmissionError(f"{what}: history[{i}].clock_s.dawnbench {h.clock_s['dawnbench']:g} s does not "
+                                  f"match the record's phase intervals ({expected:g} s at the end of evaluation "
+                                  f"{i + 1})")
+
+
+def check_time(run: "RunResult", seconds: float, step: int, what: str) -> None:
+    """The ranked time against the wall clock (upper bound) and the work done (lower bound)."""
+    floor = max(MIN_CLOCK_S, step * MIN_STEP_S)
+    if seconds < floor:
+        raise SubmissionError(f"{what}: a time-to-target of {seconds:g} s is impossibly small for {step:,} optimizer "
+                              f"steps (at least {MIN_CLOCK_S:g} s and {MIN_STEP_S * 1e6:g} us per step)")
+    walls = []
+    if run.total_s is not None:
+        walls.append(("total_s", run.total_s))
+    if run.finished_at is not None:
+        walls.append(("finished_at - started_at", (run.finished_at - run.started_at).total_seconds()))
+    for name, wall in walls:
+        if seconds > wall * (1 + WALL_SLACK_RELATIVE) + WALL_SLACK_S:
+            raise SubmissionError(f"{what}: a time-to-target of {seconds:g} s is longer than the run's wall time "
+                                  f"({name}: {wall:g} s)")
+
+
+def check_run(run: "RunResult", what: str) -> None:
+    """Everything above that does not depend on the leaderboard's target."""
+    check_dates(run, what)
+    check_numbers(run, what)
+    check_totals(run, what)
+    check_phases(run, what)

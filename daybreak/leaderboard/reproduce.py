@@ -1,0 +1,418 @@
+"""Reproduction by the host: re-run an entry from its recorded configuration and store the result.
+
+`daybreak leaderboard reproduce ENTRY` (now, in the foreground) and `daybreak leaderboard worker` (jobs queued by
+the server's ``POST /api/entries/{id}/reproduce`` or ``reproduce --queue``) both come here.
+
+An entry can be reproduced when it names a daybreak task and recipe: a ``daybreak.run`` record (not one of an
+external program timed by ``daybreak time``) or a ``daybreak.repeat`` multi-run entry. Its recorded configuration
+is re-run on the host's hardware, each run as ``daybreak run TASK --recipe R --set k=v ... --seed S --rules RULES
+--nproc-per-node N --out DIR`` in a child process of its own (its own session: a time limit ends it and all its
+children), with the host's official data (never custom data, never a file path from the record: an
+``init_from`` hyperparameter is refused). A multi-run entry re-runs every one of its seeds.
+
+The reproduction is stored as its own entry (provenance ``reproduced``, linked to the original). When it reaches
+the target the original becomes ``reproduced`` too, with the ratio of the times (reproduction / original: the
+host's hardware is not the submitter's, so the ratio is information, not a verdict). When it does not, the
+original keeps its provenance and is marked not reproduced.
+
+Jobs are rows of the store (``queued``, ``running``, ``done``, ``failed`` with the reason), so they survive a
+restart of the server or of the worker: a job left ``running`` by a worker that stopped (no heartbeat for
+``stale_after_s``) is queued again, at most ``max_attempts`` times. One worker runs one job at a time, and a lease
+in the store keeps a second worker from running jobs at the same time on the same database (timings on a busy
+machine would not be the host's best).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from daybreak.errors import DaybreakError
+from daybreak.leaderboard.submission import (
+    FORMAT_REPEAT, FORMAT_RUN, KIND_TRAIN, SubmissionError, one_line, printable,
+)
+
+MAX_NPROC = 64  # devices one reproduction may ask for on the host
+MAX_TEXT_HP = 200
+MAX_NUMBER_HP = 1e6  # a hyperparameter beyond this in magnitude is not run on the host (epochs, workers, ...)
+DEFAULT_TIMEOUT_S = 4 * 3600.0
+LEASE = "reproduce"
+
+
+class ReproduceError(DaybreakError):
+    """An entry that cannot be reproduced, or a reproduction that failed: one line saying why."""
+
+
+@dataclass
+class RunPlan:
+    task: str
+    recipe: str
+    overrides: dict[str, Any]
+    seed: int
+    rules: str
+    nproc: int = 1
+    eval_every_epochs: int | None = 1
+    eval_every_steps: int | None = None
+
+    def command(self, out: Path, *, python: str = sys.executable, cost_per_hour: float | None = None) -> list[str]:
+        """``daybreak run ...`` for this run (an argument list: no shell ever sees it)."""
+        cmd = [python, "-m", "daybreak", "run", self.task, "--recipe", self.recipe, "--seed", str(self.seed),
+               "--rules", self.rules, "--out", str(out), "--quiet"]
+        for key in sorted(self.overrides):
+            cmd += ["--set", f"{key}={_format_value(self.overrides[key])}"]
+        if self.eval_every_steps:
+            cmd += ["--eval-every-steps", str(self.eval_every_steps)]
+        elif self.eval_every_epochs and self.eval_every_epochs != 1:
+            cmd += ["--eval-every", str(self.eval_every_epochs)]
+        if self.nproc > 1:
+            cmd += ["--nproc-per-node", str(self.nproc)]
+        if cost_per_hour:
+            cmd += ["--cost-per-hour", repr(float(cost_per_hour))]
+        return cmd
+
+
+@dataclass
+class Plan:
+    entry_id: int
+    runs: list[RunPlan]
+    multi: bool  # a multi-run entry: the runs are its seeds, scored by the olympic mean
+
+    def describe(self) -> str:
+        r = self.runs[0]
+        seeds = ", ".join(str(p.seed) for p in self.runs)
+        sets = " ".join(f"{k}={_format_value(v)}" for k, v in sorted(r.overrides.items())) or "recipe defaults"
+        return (f"{r.task} / {r.recipe} ({sets}), seed{'s' if self.multi else ''} {seeds}, {r.rules} rules, "
+                f"{r.nproc} device{'s' if r.nproc > 1 else ''}")
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _overrides(recipe_name: str, task: str, hyperparameters: Any) -> tuple[str, dict[str, Any]]:
+    """The recipe (checked against the task) and the hyperparameters that differ from its defaults, each checked
+    to be one of the recipe's, of its type, and not a path on the host."""
+    from daybreak.errors import ConfigError
+    from daybreak.recipes import get_recipe
+
+    try:
+        recipe = get_recipe(str(recipe_name))
+    except ConfigError:
+        raise ReproduceError(f"recipe {one_line(printable(str(recipe_name)), 40)!r} is not one of daybreak's "
+                             "recipes") from None
+    if recipe.task != task:
+        raise ReproduceError(f"recipe {recipe.name} is for task {recipe.task}, not {task}")
+    if not isinstance(hyperparameters, dict):
+        raise ReproduceError("the record's hyperparameters are not an object")
+    out: dict[str, Any] = {}
+    for key, value in hyperparameters.items():
+        if key not in recipe.defaults:
+            raise ReproduceError(f"hyperparameter {one_line(printable(str(key)), 40)!r} is not one of recipe "
+                                 f"{recipe.name}'s")
+        default = recipe.defaults[key]
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_NUMBER_HP
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_NUMBER_HP
+            value = float(value) if ok else value
+        else:
+            ok = isinstance(value, str) and len(value) <= MAX_TEXT_HP and value == printable(value)
+        if not ok:
+            raise ReproduceError(f"hyperparameter {key}={one_line(printable(repr(value)), 40)} is not a "
+                                 f"{type(default).__name__} like recipe {recipe.name}'s (within "
+                                 f"{MAX_NUMBER_HP:g} for numbers)")
+        if key == "init_from" and value:
+            raise ReproduceError("the run started from a local model folder (init_from): the host does not read "
+                                 "paths named by a submission")
+        if value != default:
+            out[key] = value
+    return recipe.name, out
+
+
+def _run_plan(task: str, recipe: str, hyperparameters: Any, seed: Any, rules: Any, world_size: Any,
+              eval_every_epochs: Any, eval_every_steps: Any) -> RunPlan:
+    from daybreak.rules import RULE_SETS
+    from daybreak.tasks import TASKS
+
+    if task not in TASKS.names():
+        raise ReproduceError(f"task {one_line(printable(str(task)), 40)!r} is not one of daybreak's tasks")
+    recipe_name, overrides = _overrides(recipe, task, hyperparameters)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise ReproduceError(f"seed {one_line(printable(repr(seed)), 30)} is not in 0..2**32-1")
+    if rules not in RULE_SETS:
+        raise ReproduceError(f"rule set {one_line(printable(repr(rules)), 30)} is not one of {', '.join(RULE_SETS)}")
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or not 1 <= world_size <= MAX_NPROC:
+        raise ReproduceError(f"the run used {one_line(printable(repr(world_size)), 20)} devices; the host reproduces "
+                             f"runs of 1 to {MAX_NPROC}")
+    for name, value in (("eval_every_epochs", eval_every_epochs), ("eval_every_steps", eval_every_steps)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10**9):
+            raise ReproduceError(f"{name} {one_line(printable(repr(value)), 20)} is not a positive integer")
+    return RunPlan(task, recipe_name, overrides, seed, rules, world_size, eval_every_epochs, eval_every_steps)
+
+
+def plan_for(entry: Any) -> Plan:
+    """What re-running ``entry`` takes, or ReproduceError saying why the host cannot."""
+    from daybreak.leaderboard.runs_import import is_external, load_run
+
+    if entry.kind != KIND_TRAIN:
+        raise ReproduceError("only training entries are reproduced")
+    if getattr(entry, "reproduction_of", None) is not None:
+        raise ReproduceError(f"this entry is the host's own reproduction of entry {entry.reproduction_of}")
+    doc = entry.document
+    if entry.source_format == FORMAT_RUN:
+        try:
+            run = load_run(doc, "the record")
+        except SubmissionError as e:
+            raise ReproduceError(str(e)) from None
+        if is_external(run):
+            raise ReproduceError("an external program timed by `daybreak time`: it names no daybreak recipe to run")
+        plan = _run_plan(run.task, run.recipe, run.hyperparameters, run.seed, run.rules, run.world_size,
+                         run.eval_every_epochs, run.eval_every_steps)
+        return Plan(entry.id, [plan], multi=False)
+    if entry.source_format == FORMAT_REPEAT:
+        summary = doc.get("summary") if isinstance(doc, dict) else None
+        runs = doc.get("runs") if isinstance(doc, dict) else None
+        if not isinstance(summary, dict) or not isinstance(runs, list) or not runs \
+                or not all(isinstance(r, dict) for r in runs):
+            raise ReproduceError("the multi-run entry's document has no summary and runs")
+        plans = [_run_plan(summary.get("task"), summary.get("recipe"), summary.get("hyperparameters"), r.get("seed"),
+                           r.get("rules"), r.get("world_size"), r.get("eval_every_epochs"), r.get("eval_every_steps"))
+                 for r in runs]
+        return Plan(entry.id, plans, multi=True)
+    raise ReproduceError("a DAWNBench v1 file names no daybreak recipe to run")
+
+
+# --- running -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    entry_id: int  # the original
+    reproduction_id: int | None  # the stored reproduction entry (None: too few runs reached to score)
+    reached: bool
+    ratio: float | None
+    run_dirs: list[str] = field(default_factory=list)
+    message: str = ""
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    tail = [line for line in text.splitlines() if line.strip()][-lines:]
+    return one_line(printable(" | ".join(tail)), 400)
+
+
+def _run_child(cmd: list[str], out: Path, timeout_s: float, log: Callable[[str], None]) -> int:
+    """Run one ``daybreak run`` in its own session, output to ``out``.log; past ``timeout_s`` the whole group is
+    ended (SIGTERM, then SIGKILL). Returns the exit status."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log_path = out.with_name(out.name + ".log")
+    with open(log_path, "wb") as output:
+        proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _end_group(proc)
+            raise ReproduceError(f"the run took longer than the {timeout_s:g} s limit and was stopped") from None
+        except BaseException:
+            _end_group(proc)
+            raise
+
+
+def _end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
+              cost_per_hour: float | None = None, python: str = sys.executable,
+              log: Callable[[str], None] | None = None) -> Outcome:
+    """Re-run entry ``entry_id`` on this machine and store the reproduction (see the module docstring)."""
+    from daybreak.analysis.repeat import seed_dir_name, summarize
+    from daybreak.errors import RecordError
+    from daybreak.leaderboard.importer import parse_submission
+    from daybreak.leaderboard.runs_import import parse_run
+    from daybreak.records.run import RunResult
+
+    say = log or (lambda m: print(f"daybreak: {m}", file=sys.stderr, flush=True))
+    entry = store.get(entry_id)
+    if entry is None:
+        raise ReproduceError(f"no entry {entry_id}")
+    plan = plan_for(entry)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    folder = Path(work_dir) / f"entry-{entry_id}-{stamp}-{uuid.uuid4().hex[:6]}"
+    say(f"reproducing entry {entry_id}: {plan.describe()} in {folder}")
+    results: list[tuple[str, RunResult]] = []
+    for i, rp in enumerate(plan.runs, 1):
+        name = seed_dir_name(rp.seed) if plan.multi else "run"
+        out = folder / name
+        cmd = rp.command(out, python=python, cost_per_hour=cost_per_hour)
+        started = time.monotonic()
+        code = _run_child(cmd, out, timeout_s, say)
+        try:
+            result = RunResult.load(out)
+        except RecordError:
+            tail = _log_tail(out.with_name(out.name + ".log"))
+            raise ReproduceError(f"run {i}/{len(plan.runs)} (seed {rp.seed}) wrote no record (exit status {code})"
+                                 + (f": {tail}" if tail else "")) from None
+        if result.status in ("failed", "interrupted"):
+            raise ReproduceError(f"run {i}/{len(plan.runs)} (seed {rp.seed}) {result.status}: "
+                                 f"{one_line(printable(result.message or 'no message'), 300)}")
+        say(f"  run {i}/{len(plan.runs)} seed {rp.seed}: {result.status} after {time.monotonic() - started:.1f} s")
+        results.append((name, result))
+    source = f"reproduction of entry {entry_id}"
+    try:
+        if plan.multi:
+            summary = summarize([(n, r, False) for n, r in results], overrides=plan.runs[0].overrides,
+                                inputs=[str(folder / n) for n, _ in results], command=["daybreak", "leaderboard",
+                                                                                      "reproduce", str(entry_id)])
+            summary.save(folder)
+            files = [(n, (folder / n / "result.json").read_bytes()) for n, _ in results]
+            try:
+                sub = parse_submission(summary.model_dump_json().encode(), None, source=source, what=source,
+                                       run_files=files)
+            except SubmissionError as e:
+                reached = sum(r.reached for _, r in results)
+                if reached >= 3:
+                    raise
+                store.mark_not_reproduced(entry_id)
+                return Outcome(entry_id, None, False, None, [str(folder / n) for n, _ in results],
+                               f"not reproduced: {reached} of {len(results)} runs reached the target "
+                               f"(the olympic mean needs 3) ({one_line(str(e), 200)})")
+        else:
+            doc = json.loads((folder / results[0][0] / "result.json").read_text(encoding="utf-8"))
+            sub = parse_run(doc, source=source, what=source, allow_unreached=True)
+    except SubmissionError as e:
+        raise ReproduceError(f"the reproduction's own record was refused: {e}") from None
+    except OSError as e:
+        raise ReproduceError(f"cannot read the reproduction's record: {e.strerror or e}") from None
+    sub.submitter = "host"
+    repro_id = store.add_reproduction(entry_id, sub)
+    updated = store.get(entry_id)
+    reached = sub.time_to_target_s is not None
+    ratio = updated.reproduction_ratio if updated is not None and reached else None
+    if reached:
+        message = (f"reproduced: entry {repro_id} reached the target in {sub.time_to_target_s:.3f} s"
+                   + (f" ({ratio:.3g} x the original's time)" if ratio else ""))
+    else:
+        message = f"not reproduced: entry {repro_id} did not reach the target"
+    say(f"entry {entry_id}: {message}")
+    return Outcome(entry_id, repro_id, reached, ratio, [str(folder / n) for n, _ in results], message)
+
+
+# --- the worker --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WorkerOptions:
+    work_dir: Path
+    poll_s: float = 5.0
+    once: bool = False  # run the queued jobs, then exit
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    cost_per_hour: float | None = None
+    heartbeat_s: float = 15.0
+    stale_after_s: float = 120.0  # a running job without a heartbeat for this long: its worker stopped
+    max_attempts: int = 2
+    python: str = sys.executable
+    log: Callable[[str], None] | None = None
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def work(store, options: WorkerOptions, stop: threading.Event | None = None) -> int:
+    """Run queued reproductions one at a time until stopped (or, with ``once``, until none is queued) ->
+    the number of jobs finished."""
+    say = options.log or (lambda m: print(f"daybreak: {m}", file=sys.stderr, flush=True))
+    stop = stop or threading.Event()
+    holder = worker_name()
+    finished = 0
+    waiting_said = False
+    try:
+        while not stop.is_set():
+            if not store.acquire_lease(LEASE, holder, options.stale_after_s):
+                if not waiting_said:
+                    say("another worker is running reproductions on this database; waiting")
+                    waiting_said = True
+                if options.once:
+                    return finished
+                stop.wait(options.poll_s)
+                continue
+            for job_id, status in store.requeue_stale(options.stale_after_s, options.max_attempts):
+                say(f"job {job_id}: its worker stopped; {'queued again' if status == 'queued' else 'failed'}")
+            job = store.claim_job(holder)
+            if job is None:
+                if options.once:
+                    return finished
+                stop.wait(options.poll_s)
+                continue
+            say(f"job {job.id}: reproducing entry {job.entry_id} (attempt {job.attempts})")
+            beat_stop = threading.Event()
+
+            def beat(job_id: int = job.id) -> None:
+                while not beat_stop.wait(options.heartbeat_s):
+                    try:
+                        store.heartbeat(job_id)
+                        store.acquire_lease(LEASE, holder, options.stale_after_s)
+                    except DaybreakError:
+                        pass  # the database is away for a moment: the next beat tries again
+
+            beater = threading.Thread(target=beat, daemon=True)
+            beater.start()
+            try:
+                outcome = reproduce(store, job.entry_id, work_dir=options.work_dir, timeout_s=options.timeout_s,
+                                    cost_per_hour=options.cost_per_hour, python=options.python, log=say)
+                store.update_job(job.id, run_dir=one_line(";".join(outcome.run_dirs), 1000))
+                store.finish_job(job.id, "done", outcome.message, outcome.reproduction_id)
+                say(f"job {job.id}: done: {outcome.message}")
+            except ReproduceError as e:
+                store.finish_job(job.id, "failed", str(e))
+                say(f"job {job.id}: failed: {e}")
+            except KeyboardInterrupt:
+                store.update_job(job.id, status="queued", reason="requeued: the worker was stopped during the job")
+                raise
+            except DaybreakError as e:  # the store itself: leave the job to be requeued as stale
+                say(f"job {job.id}: {e}")
+                stop.wait(options.poll_s)
+            except Exception as e:  # noqa: BLE001 - a bug must not stop the queue; the job says what happened
+                store.finish_job(job.id, "failed", f"unexpected error: {type(e).__name__}: {one_line(str(e), 300)}")
+                say(f"job {job.id}: failed: {type(e).__name__}: {e}")
+            finally:
+                beat_stop.set()
+                beater.join(timeout=5)
+            finished += 1
+        return finished
+    finally:
+        try:
+            store.release_lease(LEASE, holder)
+        except DaybreakError:
+            pass
