@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any, Callable, IO
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> Path:
-    """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it over ``path``."""
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *, durable: bool = True) -> Path:
+    """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it over ``path``.
+
+    ``durable=False`` skips the fsync: the rename is still atomic for every reader and a killed process loses
+    nothing (the data is in the OS's buffers); only a machine crash could lose the last version. For writes on a
+    run's clock, where disk latency would otherwise be timed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -18,7 +22,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -29,16 +34,16 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     return path
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    return atomic_write(path, lambda f: f.write(data))
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> Path:
+    return atomic_write(path, lambda f: f.write(data), durable=durable)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, durable: bool = True) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n", durable=durable)
 
 
 class AppendLog:

@@ -95,7 +95,7 @@ def submission_json(result: RunResult, *, author: str = "", author_email: str = 
     }
 
 
-def write_dawnbench(result: RunResult, run_dir: str | Path, **submission_fields: str) -> None:
+def write_dawnbench(result: RunResult, run_dir: str | Path, *, durable: bool = True, **submission_fields: str) -> None:
     run_dir = Path(run_dir)
-    atomic_write_json(run_dir / JSON_FILE, submission_json(result, **submission_fields))
-    atomic_write_text(run_dir / TSV_FILE, tsv_text(result))
+    atomic_write_json(run_dir / JSON_FILE, submission_json(result, **submission_fields), durable=durable)
+    atomic_write_text(run_dir / TSV_FILE, tsv_text(result), durable=durable)

@@ -173,8 +173,8 @@ class RunResult(BaseModel):
     def time_to_target_hours(self) -> float | None:
         return None if self.time_to_target_s is None else self.time_to_target_s / 3600.0
 
-    def save(self, run_dir: str | Path) -> Path:
-        return atomic_write_text(Path(run_dir) / RESULT_FILE, self.model_dump_json(indent=2) + "\n")
+    def save(self, run_dir: str | Path, *, durable: bool = True) -> Path:
+        return atomic_write_text(Path(run_dir) / RESULT_FILE, self.model_dump_json(indent=2) + "\n", durable=durable)
 
     @classmethod
     def load(cls, path: str | Path) -> "RunResult":

@@ -101,13 +101,15 @@ class RunRecorder:
             raise
 
     # --- files ----------------------------------------------------------------------------------------------
-    def save(self) -> None:
+    def save(self, *, durable: bool = True) -> None:
+        """``durable=False`` during the run (no fsync on the clock: a killed process still leaves every file
+        whole); the final save is fsync'd."""
         self.result.phases = [PhaseInterval(phase=i.phase, start_s=round(i.start_s, 9), end_s=round(i.end_s, 9))
                               for i in self.timeline.intervals]
         if not self.write:
             return
-        self.result.save(self.run_dir)
-        write_dawnbench(self.result, self.run_dir, **self._submission)
+        self.result.save(self.run_dir, durable=durable)
+        write_dawnbench(self.result, self.run_dir, durable=durable, **self._submission)
 
     def _timed_save(self, model: torch.nn.Module | None = None, record: EpochRecord | None = None) -> None:
         """Checkpoint (when given) and record files, as a ``record`` phase on the timeline and in the mllog."""
@@ -116,7 +118,7 @@ class RunRecorder:
         try:
             if model is not None and record is not None:
                 self.save_checkpoint(model, record)
-            self.save()
+            self.save(durable=False)
         finally:
             t1 = self.timeline.end("record")
             self.mllog.end("record", time_ms=self.timeline.epoch_ms(t1))
