@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 import statistics
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -359,3 +360,87 @@ def test_loadgen_backend_runs_both_scenarios(digits_run, tmp_path):
     assert InferenceResult.load(d) == r
     misc = json.loads((d / DAWN_INFER_FILE).read_text())["misc"]
     assert misc["loadgenSingleStreamP90Ms"] == ss.p90_ms
+
+
+# --- energy ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_rapl(tmp_path, monkeypatch):
+    """A powercap package counter that advances at exactly WATTS with the wall clock (read on demand)."""
+    from daybreak.measure import energy as en
+
+    zone = tmp_path / "powercap" / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "max_energy_range_uj").write_text(str(2**40) + "\n")
+    (zone / "energy_uj").write_text("0\n")
+    monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "powercap"))
+    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(time.perf_counter() * WATTS * 1e6)))
+    return zone
+
+
+WATTS = 40.0
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_joules_per_10k_examples_follow_the_timed_loops(fake_rapl, digits_run, tmp_path, progress, capsys):
+    run_dir = clone(digits_run, tmp_path)
+    r = infer(InferConfig(run_dir=run_dir, warmup=5, throughput_repeats=3, idle_power_s=0.2, progress=progress))
+    e = r.energy
+    assert e.available and e.covers == ["cpu_package"] and e.idle_power_w == pytest.approx(WATTS, rel=0.02)
+    assert "no GPU selected" in e.unavailable["gpu"]
+    lat, thr = e.latency, e.throughput
+    # batch 1: 40 W x the measured seconds, scaled from the eval set's 450 examples to 10,000
+    assert lat.examples == 450 and lat.timed_s == pytest.approx(r.latency.total_s)
+    assert lat.joules_per_10k == pytest.approx(WATTS * lat.seconds / 450 * 10_000, rel=0.01)
+    # the counters' stretches hold the timed queries and only the loop's bookkeeping between them
+    assert lat.timed_s <= lat.seconds <= 1.1 * lat.timed_s + 0.005, (lat.seconds, lat.timed_s)
+    assert lat.joules_per_10k == pytest.approx(WATTS * r.latency.total_s / 450 * 10_000, rel=0.1)
+    assert lat.mean_power_w == pytest.approx(WATTS, rel=0.01)
+    assert abs(lat.joules_per_10k_above_idle) < 0.05 * lat.joules_per_10k
+    # offline: the timed passes only (the warm-up pass is left out)
+    assert thr.examples == 3 * 450
+    assert thr.joules_per_10k == pytest.approx(WATTS * thr.seconds / (3 * 450) * 10_000, rel=0.01)
+    assert thr.joules_per_10k == pytest.approx(WATTS * sum(r.throughput.pass_s) / (3 * 450) * 10_000, rel=0.05)
+    misc = json.loads((run_dir / DAWN_INFER_FILE).read_text())["misc"]
+    assert misc["energyJoulesPer10kExamples"] == pytest.approx(lat.joules_per_10k)
+    assert misc["energyThroughputJoulesPer10kExamples"] == pytest.approx(thr.joules_per_10k)
+    assert misc["energyCovers"] == ["cpu_package"] and misc["energyUnavailable"] is None
+    assert InferenceResult.load(run_dir).energy == e
+    from daybreak.infer.commands import format_inference_summary
+
+    text = format_inference_summary(r)
+    assert re.search(r"energy +[\d.]+ J per 10,000 examples at batch 1 \((39|40)\.\d W, .* above idle\)", text), text
+    assert "; CPU package, idle" in text
+
+
+def test_progress_updates_are_left_out_of_the_energy_windows(fake_rapl, digits_run):
+    from daybreak.measure.energy import EnergyMeter
+
+    loaded = load_for_inference(digits_run, device="cpu")
+    updates = []
+
+    def progress(done):
+        updates.append(done)
+        time.sleep(0.02)  # a slow terminal: not part of any measured stretch
+
+    with EnergyMeter(gpus=(), poll_s=None) as meter:
+        lat = measure_latency(loaded, warmup=2, progress=progress, progress_every=64, meter=meter)
+    assert len(lat.energy_windows) == 8 and updates[-1] == 450  # 450 queries: 7 updates inside, then the last
+    seconds = sum(b.perf_counter_s - a.perf_counter_s for a, b in lat.energy_windows)
+    assert sum(lat.ns) / 1e9 <= seconds < sum(lat.ns) / 1e9 + 7 * 0.02
+
+
+def test_no_counter_means_energy_unavailable_with_the_reason(digits_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "nothing-here"))
+    run_dir = clone(digits_run, tmp_path)
+    r = infer(InferConfig(run_dir=run_dir, warmup=2, throughput_repeats=1))
+    e = r.energy
+    assert not e.available and e.latency is None and e.throughput is None and e.idle_power_w is None
+    assert "does not exist" in e.unavailable["cpu_package"] and e.unavailable["gpu"]
+    misc = json.loads((run_dir / DAWN_INFER_FILE).read_text())["misc"]
+    assert misc["energyJoulesPer10kExamples"] is None and "does not exist" in misc["energyUnavailable"]["cpu_package"]
+    from daybreak.infer.commands import format_inference_summary
+
+    assert re.search(r"energy +unavailable: .*does not exist", format_inference_summary(r))

@@ -122,7 +122,7 @@ def test_pages_and_api(client, store):
     assert index.status_code == 200 and "text/html" in index.headers["content-type"]
     assert "default-src 'none'" in index.headers["content-security-policy"]
     tables = tables_of(index.text)
-    assert len(tables) == 5 * 4  # every task x objective, empty ones too
+    assert len(tables) == 5 * 6  # every task x objective (four DAWNBench, two energy), empty ones too
     assert [r[:3] for r in tables[("cifar10", "train-time")]] == [["1", "0:18:00", "Fast A. Person"],
                                                                   ["2", "3:00:00", "Slow A. Person"]]
     assert [r[:2] for r in tables[("cifar10", "train-cost")]] == [["1", "$0.60"]]
@@ -176,7 +176,7 @@ def test_static_export_writes_the_same_pages(tmp_path, client, store):
     out = tmp_path / "site"
     count = Site(store).export(out)
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert count == len(files) == 1 + 5 * 4 * 2 + 1 + 2
+    assert count == len(files) == 1 + 5 * 6 * 2 + 1 + 2
     assert "entries/1.html" in files and "tasks/squad/latency.html" in files and "api/entries/1.json" in files
     index = (out / "index.html").read_text()
     assert tables_of(index)[("cifar10", "train-time")][0][1] == "0:01:48"
@@ -192,7 +192,7 @@ def test_export_command(tmp_path, capsys):
 
     url = f"sqlite:///{tmp_path / 'x.sqlite'}"
     assert main(["leaderboard", "export", str(tmp_path / "site"), "--db", url]) == 0
-    assert "wrote 42 files" in capsys.readouterr().out and (tmp_path / "site" / "index.html").is_file()
+    assert "wrote 62 files" in capsys.readouterr().out and (tmp_path / "site" / "index.html").is_file()
 
 
 # --- submissions: tokens, formats, limits -------------------------------------------------------------------
@@ -409,7 +409,7 @@ def test_index_in_headless_chromium(server, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     tables = tables_of(dom.stdout)
-    assert len(tables) == 20
+    assert len(tables) == 30
     cifar = tables[("cifar10", "train-time")]
     assert cifar, "the CIFAR-10 training-time table has no rows"
     assert [r[0] for r in cifar] == [str(i) for i in range(1, len(cifar) + 1)]

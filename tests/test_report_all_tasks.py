@@ -209,3 +209,40 @@ def test_readers_record_absolute_folders(runs, tmp_path, monkeypatch):
     monkeypatch.chdir(runs["cifar10"].parent)
     data = get_task("cifar10").load(Path("cifar10"), True, False)
     assert data.source == str(runs["cifar10"].parent / "cifar10" / "cifar-10-python.tar.gz")
+
+
+def _as_if_on(run_dir: Path, dst: Path, gpu: str, amp: str = "bf16", model: str | None = None) -> Path:
+    """A copy of a run whose record says it ran on ``gpu`` (what `daybreak run` records on a CUDA machine)."""
+    shutil.copytree(run_dir, dst)
+    data = json.loads((dst / "result.json").read_text())
+    data["device"], data["amp"] = "cuda:0", amp
+    data["system"]["gpus"] = [{"name": gpu, "memory_gb": 80.0, "capability": "9.0"}]
+    data["system"]["gpu_count"] = 1
+    if model:
+        data["model"] = model
+    (dst / "result.json").write_text(json.dumps(data))
+    return dst
+
+
+def test_roofline_gives_mfu_against_the_datasheet_next_to_utilization(runs, tmp_path, capsys):
+    from daybreak.measure.datasheet import datasheet_peak
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    bf16 = _as_if_on(runs["digits"], tmp_path / "h100-bf16", h100)
+    fp32 = _as_if_on(runs["digits"], tmp_path / "h100-fp32", h100, amp="off")  # a CNN: convolutions in TF32
+    unknown = _as_if_on(runs["digits"], tmp_path / "unknown", "NVIDIA GeForce GTX 480")
+    out = tmp_path / "an"
+    assert main(["analyze", "roofline", str(bf16), str(fp32), str(unknown), str(runs["digits"]), "--peak",
+                 str(_peak_file(tmp_path / "peak.json")), "--out", str(out)]) == 0
+    capsys.readouterr()
+    p_bf16, p_fp32, p_unknown, p_cpu = json.loads((out / "roofline.json").read_text())["points"]
+    peak = datasheet_peak(h100, "bf16").flops_per_s
+    assert p_bf16["mfu"] == pytest.approx(p_bf16["achieved_flops_per_s"] / peak)
+    assert p_bf16["mfu_precision"] == "bf16" and p_bf16["datasheet_peak_flops_per_s"] == pytest.approx(peak)
+    assert _positive(p_fp32["utilization"]) and p_bf16["utilization"] is None  # the --peak file has fp32 only
+    assert p_fp32["mfu_precision"] == "tf32" and p_fp32["mfu"] == pytest.approx(
+        p_fp32["achieved_flops_per_s"] / datasheet_peak(h100, "tf32").flops_per_s)
+    assert p_unknown["mfu"] is None and any("not in catalog" in n for n in p_unknown["notes"])
+    assert p_cpu["mfu"] is None and any("NVIDIA GPUs only" in n for n in p_cpu["notes"])
+    md = (out / "roofline.md").read_text()
+    assert "| MFU (datasheet) |" in md and f"{p_bf16['mfu']:.2%} of H100" in md

@@ -19,7 +19,7 @@ from daybreak.errors import ConfigError
 from daybreak.measure.flops import count_flops, step_flops
 from daybreak.models import count_parameters, create_model
 from daybreak.records.throughput import (
-    PeakResult, ThroughputConfig, ThroughputResult, load_results, to_csv, to_markdown, with_scaling,
+    MFU_NOTE, PeakResult, ThroughputConfig, ThroughputResult, load_results, to_csv, to_markdown, with_scaling,
 )
 from daybreak.sweep.launch import LaunchSpec, build_command, cpu_cores, threads_per_process, worker_env
 from daybreak.sweep.sweep import SweepOptions, run_sweep
@@ -505,3 +505,104 @@ def test_throughput_reads_a_data_folder_with_the_same_flags_as_run(tmp_path, cap
     assert row.status == "ok", row.error
     assert row.config.data_dir == str(data.resolve()) and row.config.allow_custom_data
     assert row.data_official is False and row.input_shape == [1, 28, 28] and row.samples_per_s > 0
+
+
+# --- MFU against the datasheet, and energy per sample -------------------------------------------------------
+
+def _gpu_row(name: str | None, achieved: float | None, *, amp: str = "bf16", devices: int = 1, device: str = "cuda",
+             math_precision: str | None = None) -> ThroughputResult:
+    config = ThroughputConfig(model="resnet50", batch_size=64, devices=devices, amp=amp, device=device)
+    return ThroughputResult(config=config, status="ok", world_size=devices, batch_size=64,
+                            global_batch_size=64 * devices, samples_per_s=1000.0, achieved_flops_per_s=achieved,
+                            device_name=name, math_precision=math_precision, peak_precision="bf16",
+                            utilization=0.5, peak_flops_per_s=2 * (achieved or 1.0))
+
+
+def test_mfu_against_the_datasheet_peak_of_the_gpu_the_row_records():
+    from daybreak.measure.datasheet import datasheet_peak
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    bf16 = datasheet_peak(h100, "bf16").flops_per_s
+    # two H100s: the model FLOP/s of both against twice the per-GPU peak
+    (row,) = with_scaling([_gpu_row(h100, 0.8 * bf16, devices=2)])
+    assert row.mfu == pytest.approx(0.4) and row.mfu_precision == "bf16"
+    assert row.datasheet_peak_flops_per_s == pytest.approx(2 * bf16) and row.datasheet_gpu.startswith("H100")
+    assert not row.flags and not any(n.startswith(MFU_NOTE) for n in row.notes)
+    # fp32 math that ran in TF32 is measured against the TF32 column
+    a100 = "NVIDIA A100-SXM4-80GB"
+    tf32 = datasheet_peak(a100, "tf32").flops_per_s
+    (row,) = with_scaling([_gpu_row(a100, 0.25 * tf32, amp="off", math_precision="tf32")])
+    assert row.mfu == pytest.approx(0.25) and row.mfu_precision == "tf32"
+    # an impossible MFU is flagged like every other figure above its ceiling
+    (row,) = with_scaling([_gpu_row(h100, 1.5 * bf16)])
+    assert row.mfu == pytest.approx(1.5) and any("MFU 150%" in f and "above 100%" in f for f in row.flags)
+    md = to_markdown([row])
+    assert "150.0% of H100" in md and "(!)" in md.split("## All configurations")[1]
+    table = list(csv.DictReader(to_csv([row]).splitlines()))
+    assert float(table[0]["mfu"]) == pytest.approx(1.5) and table[0]["mfu_precision"] == "bf16"
+    # reading the record again recomputes it, never piling up notes
+    again = with_scaling(with_scaling([row]))[0]
+    assert again.mfu == row.mfu and again.notes == row.notes
+
+
+@pytest.mark.parametrize("name, device, reason", [
+    ("Intel(R) Xeon(R) Platinum 8480+", "cpu", "NVIDIA GPUs only and this ran on a CPU"),
+    ("NVIDIA GeForce GTX 480", "cuda", "not in catalog/datasheet_peaks.json"),
+    ("Tesla V100-SXM2-16GB", "cuda", "no bf16 peak"),
+    (None, "cuda", "does not name its GPU"),
+])
+def test_no_mfu_without_a_datasheet_figure_and_the_row_says_why(name, device, reason):
+    (row,) = with_scaling([_gpu_row(name, 1e12, device=device)])
+    assert row.mfu is None and row.datasheet_peak_flops_per_s is None
+    assert row.utilization == 0.5  # the measured-peak figure is untouched
+    notes = [n for n in row.notes if n.startswith(MFU_NOTE)]
+    assert len(notes) == 1 and reason in notes[0], notes
+    assert "| - |" in to_markdown([row]).split("## All configurations")[1]
+
+
+def test_the_worker_reads_the_energy_counters_at_each_timed_repeat(tmp_path, monkeypatch):
+    """The worker's own measurement (in this process) against a package counter that advances at exactly 40 W."""
+    from daybreak.measure import energy as en
+    from daybreak.sweep.worker import WorkerSpec, measure
+
+    watts = 40.0
+    zone = tmp_path / "powercap" / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "max_energy_range_uj").write_text(str(2**40) + "\n")
+    (zone / "energy_uj").write_text("0\n")
+    monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "powercap"))
+    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(time.perf_counter() * watts * 1e6)))
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    config = ThroughputConfig(model="digits_cnn", batch_size=16, device="cpu", warmup=1, steps=20, repeats=3)
+    threads = torch.get_num_threads()
+    try:
+        report = measure(WorkerSpec(config=config, batch_size=16, threads=1))
+    finally:
+        torch.set_num_threads(threads)
+    assert report.energy_covers == ["cpu_package"] and "no GPU selected" in report.energy_unavailable["gpu"]
+    assert len(report.energy_j) == 3
+    for joules, seconds in zip(report.energy_j, report.times_s):
+        assert joules == pytest.approx(watts * seconds, rel=0.02, abs=2e-3)
+    fields = report.row_fields(config.steps)
+    per_repeat = [j / (16 * 20) for j in report.energy_j]
+    assert fields["joules_per_sample"] == pytest.approx(statistics.median(per_repeat))
+    assert fields["joules_per_sample"] == pytest.approx(watts * statistics.median(report.times_s) / (16 * 20),
+                                                        rel=0.05)
+    assert fields["mean_power_w"] == pytest.approx(watts, rel=0.02) and fields["math_precision"] == "fp32"
+    row = ThroughputResult(config=config, status="ok", world_size=1, batch_size=16, global_batch_size=16,
+                           samples_per_s=1.0, **fields)
+    assert "mJ (cpu_package)" in to_markdown([row]) and float(
+        list(csv.DictReader(to_csv([row]).splitlines()))[0]["joules_per_sample"]) == pytest.approx(
+        fields["joules_per_sample"])
+
+
+def test_a_sweep_records_energy_or_says_why(sweep_dir):
+    out, *_ = sweep_dir
+    for r in load_results(out / "results.jsonl"):
+        if r.joules_per_sample is not None:
+            assert r.joules_per_sample > 0 and len(r.energy_j) == len(r.times_s) and r.energy_covers
+        else:
+            assert r.energy_unavailable and all(r.energy_unavailable.values()) and r.energy_j == []
+        assert r.mfu is None and any("NVIDIA GPUs only" in n for n in r.notes)  # a CPU sweep

@@ -79,6 +79,40 @@ def curves_plot(runs: list, path: Path, title: str = "accuracy vs training time"
     return _save(fig, path)
 
 
+def energy_plot(runs: list, path: Path, title: str = "accuracy vs energy") -> Path:
+    """Accuracy (each evaluation of each run's history) against the joules counted up to it under the run's
+    headline rule set (``history[].energy_j``); runs without energy are left out (the caller says why)."""
+    from daybreak.analysis.sources import unique_labels
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    targets = set()
+    labels = unique_labels(runs)
+    shown = 0
+    for run in runs:
+        r = run.result
+        pts = [(h.energy_j[r.rules], h.accuracy * 100) for h in r.history
+               if h.energy_j.get(r.rules) is not None and math.isfinite(h.energy_j[r.rules])]
+        if not pts:
+            continue
+        covers = "+".join(r.energy.covers) or "?"
+        ax.plot(*zip(*pts), marker="o", markersize=3,
+                label=safe(f"{labels[run.path]} ({r.recipe}, seed {r.seed}; {covers})"))
+        targets.add(r.target)
+        shown += 1
+    for t in sorted(targets):
+        ax.axhline(t * 100, linestyle="--", color="grey", linewidth=1)
+    if not shown:
+        ax.text(0.5, 0.5, "no run carries energy", transform=ax.transAxes, ha="center")
+    rules = sorted({run.result.rules for run in runs})
+    ax.set_xlabel(f"energy counted under the {'/'.join(rules)} clock (J)")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(safe(title))
+    ax.grid(True, alpha=0.3)
+    _legend(ax, shown, outside=True)
+    return _save(fig, path)
+
+
 def threshold_plot(a: Any, path: Path) -> Path:
     """Time-to-threshold against the threshold, one line per run and the mean."""
     plt = _plt()

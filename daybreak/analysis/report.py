@@ -1,6 +1,8 @@
 """`daybreak report PATHS... --out DIR`: index.html + report.md with every table and plot that applies.
 
-For run directories: a run table and accuracy-vs-time curves, the threshold-sensitivity table and curve, the
+For run directories: a run table (with the energy to target where the run's counters measured it) and
+accuracy-vs-time curves, accuracy against energy for the runs that carry energy (and, for the others, why they do
+not), the threshold-sensitivity table and curve, the
 roofline of each run (ceilings from ``daybreak peak``'s cache or ``--peak``), the inference record of each run
 (``daybreak infer``: latency percentiles, throughput, cost, re-checked accuracy; or how to make one),
 generalization results if any;
@@ -104,15 +106,57 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.2f}%"
 
 
+def joules(j: float | None) -> str:
+    """Joules as the report shows them (J, kJ, MJ)."""
+    if j is None:
+        return "-"
+    return f"{j:.3g} J" if j < 1e3 else f"{j / 1e3:.4g} kJ" if j < 1e6 else f"{j / 1e6:.4g} MJ"
+
+
+def run_energy(r: Any) -> str:
+    """Joules to the target under the run's headline rule set (at the last evaluation when it was not reached),
+    with the kinds the counters cover; ``-`` when the run carries none."""
+    e = r.energy
+    if not e.available:
+        return "-"
+    if e.joules_to_target.get(r.rules) is not None:
+        text = joules(e.joules_to_target[r.rules])
+    elif e.joules_at_end.get(r.rules) is not None:
+        text = joules(e.joules_at_end[r.rules]) + " (not reached; at the last evaluation)"
+    else:
+        return "-"
+    return text + f" ({'+'.join(e.covers)})" if e.covers else text
+
+
+def energy_notes(runs: list[LoadedRun]) -> list[str]:
+    """One line per reason for the runs that carry no energy (their ``energy.unavailable``)."""
+    labels = unique_labels(runs)
+    by_reason: dict[str, list[str]] = {}
+    for run in runs:
+        r = run.result
+        if r.energy.available and any(h.energy_j.get(r.rules) is not None for h in r.history):
+            continue
+        reasons = "; ".join(dict.fromkeys(r.energy.unavailable.values())) if r.energy.unavailable else (
+            "the counters were readable but no evaluation recorded joules" if r.energy.available else
+            "a record made before daybreak measured energy")
+        by_reason.setdefault(reasons[:300], []).append(labels[run.path])
+    out = []
+    for reason, which in by_reason.items():
+        shown = ", ".join(which[:5]) + (f" and {len(which) - 5} more" if len(which) > 5 else "")
+        out.append(f"No energy for {shown}: {reason}.")
+    return out
+
+
 def run_table(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
-    header = ["run", "task", "recipe", "model", "status", "target", "time to target", "epochs", "final acc.",
-              "best acc.", "device", "amp", "devices", "hardware", "official", "path"]
+    header = ["run", "task", "recipe", "model", "status", "target", "time to target", "energy to target", "epochs",
+              "final acc.", "best acc.", "device", "amp", "devices", "hardware", "official", "path"]
     body = []
     labels = unique_labels(runs)
     for run in runs:
         r = run.result
         body.append([labels[run.path], r.task, r.recipe, r.model, r.status, f"{r.target * 100:.2f}% {r.metric}",
-                     _sec(r.time_to_target_s), "-" if r.epochs_to_target is None else f"{r.epochs_to_target:g}",
+                     _sec(r.time_to_target_s), run_energy(r),
+                     "-" if r.epochs_to_target is None else f"{r.epochs_to_target:g}",
                      _pct(r.final_accuracy), _pct(r.best_accuracy), r.device, r.amp, str(r.world_size),
                      r.system.hardware_summary(), "yes" if r.official else "no", str(run.path)])
     return header, body
@@ -200,10 +244,18 @@ def inference_section(runs: list[LoadedRun]) -> Section:
         lat, t = r.latency, r.throughput
         cost = "-" if r.cost_per_10k_usd is None else f"${r.cost_per_10k_usd:.4g}" + (
             f" ({r.instance})" if r.instance else f" (at ${r.cost_per_hour:.3f}/h)" if r.cost_per_hour else "")
+        e = r.energy
+        if e is not None and e.joules_per_10k is not None:
+            energy = joules(e.joules_per_10k) + (f" ({'+'.join(e.covers)})" if e.covers else "")
+        else:
+            energy = "-"
+            why = ("a record made before daybreak measured energy" if e is None else
+                   "; ".join(dict.fromkeys(e.unavailable.values())) or "no counter")
+            extra.append(f"{label}: no inference energy: {why[:300]}.")
         body.append([
             label, f"{r.n_examples:,}", _ms(lat.mean_ms), _ms(lat.p50_ms), _ms(lat.p90_ms), _ms(lat.p99_ms),
             _ms(lat.max_ms),
-            "-" if t is None else f"{t.examples_per_s:,.1f} examples/s (batch {t.batch_size})", cost,
+            "-" if t is None else f"{t.examples_per_s:,.1f} examples/s (batch {t.batch_size})", cost, energy,
             f"{r.accuracy * 100:.2f}% {r.metric}", f"{r.target * 100:.2f}%",
             "yes" if r.valid else f"no: {r.reason or 'below the target'}",
             f"{r.settings.device}, {r.settings.amp}" + (", compiled" if r.settings.compile else ""),
@@ -220,14 +272,15 @@ def inference_section(runs: list[LoadedRun]) -> Section:
                 extra.append(f"{label}: MLCommons LoadGen {'; '.join(parts)}.")
     if body:
         s.table(["run", "examples", "mean (ms)", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "throughput",
-                 "cost per 10,000", "accuracy (re-checked)", "target", "valid", "device"], body)
+                 "cost per 10,000", "energy per 10,000", "accuracy (re-checked)", "target", "valid", "device"], body)
         assert first is not None
         s.text("Latency: every example of the eval set classified one at a time (batch 1), nearest-rank "
                f"percentiles; mean = total / N (DAWNBench's figure). Timed: {first.clock_included}. Not timed: "
                f"{first.clock_excluded}.")
         s.text("Throughput: whole passes over the eval set at the batch shown (median pass). Cost: mean latency x the "
-               "price per hour, for 10,000 examples (DAWNBench's inference cost). Accuracy: the run's metric on the "
-               "very predictions that were timed; valid when at or above the run's target.")
+               "price per hour, for 10,000 examples (DAWNBench's inference cost). Energy: the counters' joules over "
+               "the batch-1 pass, per 10,000 examples. Accuracy: the run's metric on the very predictions that were "
+               "timed; valid when at or above the run's target.")
         for line in extra:
             s.text(line)
     for line in problems:
@@ -331,6 +384,17 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         s.table(*run_table(got.runs))
         images.append(plots.curves_plot(got.runs, out / "curves.png"))
         s.image("curves.png", "accuracy against training time of every run")
+        with_energy = [r for r in got.runs if r.result.energy.available
+                       and any(h.energy_j.get(r.result.rules) is not None for h in r.result.history)]
+        if with_energy:
+            images.append(plots.energy_plot(with_energy, out / "energy.png"))
+            s.image("energy.png", "accuracy against the energy counted under each run's headline clock")
+            s.text("Energy: the hardware counters (GPU through NVML, CPU package and DRAM through powercap/RAPL, "
+                   "where they exist) read at the clock's own boundaries; joules are counted over exactly the "
+                   "stretches the run's headline clock counts as time, all ranks together with each counter once. "
+                   "Nothing is estimated.")
+        for line in energy_notes(got.runs):
+            s.text(line)
         return s
 
     if got.runs:

@@ -16,6 +16,12 @@ For each point:
   peak``'s cache for the device the run used (or ``--peak FILE``), measured on the spot with
   :mod:`daybreak.sweep.peak` when the run used this machine's hardware and nothing is cached. With several
   devices both ceilings are multiplied by the world size.
+* MFU against the datasheet: on an NVIDIA GPU of daybreak's catalog (:mod:`daybreak.measure.datasheet`), achieved
+  FLOP/s / (the vendor's dense peak in the point's precision x devices), next to the utilization of the measured
+  peak. Without autocast a run's convolutions run in TF32 on Ampere and later GPUs (torch's default
+  ``cudnn.allow_tf32``) and its matmuls in fp32 (``matmul.allow_tf32`` is off by default), so an image model's MFU
+  is against the TF32 column and BERT's against fp32; a sweep row says what its worker ran. On a CPU or a GPU the
+  catalog does not list there is no MFU, and the point's notes say why.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from daybreak.analysis.stats import attainable_flops, operational_intensity
 from daybreak.errors import ConfigError, DataError, DaybreakError, RecordError
 from daybreak.fileio import atomic_write_text
 from daybreak.records.run import RunResult
-from daybreak.records.throughput import PeakResult, ThroughputResult
+from daybreak.records.throughput import PeakResult, ThroughputResult, datasheet_mfu, mfu_precision, with_mfu
 
 JSON_FILE = "roofline.json"
 PLOT_FILE = "roofline.png"
@@ -91,6 +97,11 @@ class RooflinePoint(BaseModel):
     fraction_of_roofline: float | None = None  # achieved / attainable
     bound: Literal["memory", "compute"] | None = None
     device_name: str | None = None
+    device_type: str | None = None  # cpu / cuda / mps
+    mfu: float | None = None  # achieved / datasheet peak of every device (NVIDIA GPUs of the catalog only)
+    mfu_precision: str | None = None  # the datasheet column: fp32 / tf32 / bf16 / fp16
+    datasheet_gpu: str | None = None
+    datasheet_peak_flops_per_s: float | None = None  # all devices
     notes: list[str] = Field(default_factory=list)
 
 
@@ -506,11 +517,38 @@ def run_point(path: Path, result: RunResult, finder: PeakFinder, data_dir: Path 
     else:
         point.notes.append("no evaluation recorded: no achieved FLOP/s")
     dtype, name = _hardware_of_run(result)
-    point.device_name = name
+    point.device_name, point.device_type = name, dtype
     peak, note = finder.find(dtype, name, result.threads)
     if note:
         point.notes.append(note)
-    return _fill(point, peak), peak
+    _fill(point, peak)
+    _datasheet(point, mfu_precision(result.amp, dtype, name, tf32=_tf32_by_default(result.model)))
+    return point, peak
+
+
+def _tf32_by_default(model: str) -> bool:
+    """Whether torch's defaults let the model's dominant math run in TF32 without autocast: convolutions
+    (cudnn.allow_tf32 is on) yes, matmuls (matmul.allow_tf32 is off) no."""
+    from daybreak.sweep.worker import model_kind
+
+    try:
+        return model_kind(model) == "image"
+    except ConfigError:
+        return False
+
+
+def _datasheet(point: RooflinePoint, precision: str) -> RooflinePoint:
+    """MFU against the datasheet peak of the point's GPU (or, in its notes, why there is none)."""
+    d = datasheet_mfu(point.achieved_flops_per_s, point.world_size, point.device_type or "cpu", point.device_name,
+                      precision)
+    point.mfu, point.mfu_precision, point.datasheet_gpu = d.value, d.precision, d.gpu
+    point.datasheet_peak_flops_per_s = d.peak_flops_per_s
+    if d.reason:
+        point.notes.append(d.reason)
+    elif d.value is not None and d.value > 1:
+        point.notes.append(f"(!) MFU {d.value:.0%} of the {d.gpu} {d.precision} datasheet peak is above 100%: the "
+                           "FLOP count, the time or the GPU named is wrong - not a utilization figure")
+    return point
 
 
 # --- a sweep row ------------------------------------------------------------------------------------------------
@@ -561,6 +599,7 @@ def sweep_points(folder: Path, finder: PeakFinder,
         point = RooflinePoint(label=c.label(), source=str(folder), kind="sweep", mode=c.mode,
                               precision=AMP_TO_PRECISION.get(c.amp, c.amp), world_size=row.world_size,
                               batch_size_per_device=row.batch_size, device_name=row.device_name,
+                              device_type=c.device,
                               flops_per_step=float(row.flops_per_step) if row.flops_per_step else None,
                               steps=c.steps, seconds=row.median_time_s,
                               achieved_flops_per_s=row.achieved_flops_per_s,
@@ -591,6 +630,7 @@ def sweep_points(folder: Path, finder: PeakFinder,
             if peak is not None:
                 peaks.append(peak)
         _fill(point, peak, row.peak_bandwidth_bytes_per_s)
+        _datasheet(point, with_mfu(row).mfu_precision or row.math_precision or point.precision)
         points.append(point)
     return points, peaks
 
@@ -638,7 +678,7 @@ def _fmt(x: float | None, unit: str) -> str:
 
 def table_rows(a: RooflineAnalysis) -> tuple[list[str], list[list[str]]]:
     header = ["point", "FLOP/step", "bytes/step (est.)", "intensity (FLOP/B)", "achieved", "peak", "bandwidth",
-              "attainable", "utilization", "of roofline", "bound"]
+              "attainable", "utilization", "MFU (datasheet)", "of roofline", "bound"]
     body = []
     for p in a.points:
         body.append([
@@ -646,7 +686,9 @@ def table_rows(a: RooflineAnalysis) -> tuple[list[str], list[list[str]]]:
             "-" if p.operational_intensity is None else f"{p.operational_intensity:.3g}",
             _fmt(p.achieved_flops_per_s, "FLOP/s"), _fmt(p.peak_flops_per_s, "FLOP/s"),
             _fmt(p.peak_bandwidth_bytes_per_s, "B/s"), _fmt(p.attainable_flops_per_s, "FLOP/s"),
-            "-" if p.utilization is None else f"{p.utilization:.2%}",
+            "-" if p.utilization is None else f"{p.utilization:.2%}" + (" (!)" if p.utilization > 1 else ""),
+            "-" if p.mfu is None else f"{p.mfu:.2%} of {p.datasheet_gpu} {p.mfu_precision}"
+            + (" (!)" if p.mfu > 1 else ""),
             "-" if p.fraction_of_roofline is None else f"{p.fraction_of_roofline:.2%}", p.bound or "-",
         ])
     return header, body

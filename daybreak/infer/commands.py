@@ -55,6 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-custom-data", action="store_true",
                    help="accept files that do not match the official checksums (not needed for the run's own "
                         "folder when the run itself was made with this flag)")
+    p.add_argument("--idle-power-seconds", type=float, default=2.0, metavar="S",
+                   help="seconds of idle power sampled before the measurement where energy counters exist (0: skip)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
     p.add_argument("--json", action="store_true", help="print inference.json instead of the summary")
     p.set_defaults(func=cmd_infer)
@@ -69,7 +71,7 @@ def cmd_infer(args: argparse.Namespace) -> int:
         cost_per_hour=args.cost_per_hour, instance=args.instance, backend=args.backend,
         loadgen_min_queries=args.loadgen_min_queries, loadgen_min_duration_s=args.loadgen_min_duration,
         data_dir=args.data_dir, download=not args.no_download, allow_custom_data=args.allow_custom_data,
-        progress=not args.quiet and sys.stderr.isatty(), command=["daybreak", *_argv(args)],
+        idle_power_s=args.idle_power_seconds, progress=not args.quiet and sys.stderr.isatty(), command=["daybreak", *_argv(args)],
     )
     result = infer(config)
     if args.json:
@@ -92,6 +94,36 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 def _ms(value: float) -> str:
     return f"{value:.4f}" if value < 1 else f"{value:.3f}" if value < 100 else f"{value:.1f}"
+
+
+KIND_NAMES = {"gpu": "GPU", "cpu_package": "CPU package", "dram": "DRAM"}
+
+
+def _joules(j: float) -> str:
+    return f"{j:.3g} J" if j < 1000 else f"{j / 1000:.4g} kJ" if j < 1e6 else f"{j / 1e6:.4g} MJ"
+
+
+def energy_line(r: InferenceResult) -> str:
+    """Joules per 10,000 examples of both measurements, or why there are none."""
+    e = r.energy
+    if e is None:
+        return "- (not measured: a record made before daybreak measured energy)"
+    parts = []
+    for name, w in (("batch 1", e.latency), (f"batch {r.throughput.batch_size}" if r.throughput else "offline",
+                                              e.throughput)):
+        if w is None or w.joules_per_10k is None:
+            continue
+        extra = [f"{w.mean_power_w:.1f} W"] if w.mean_power_w is not None else []
+        if w.joules_per_10k_above_idle is not None:
+            extra.append(f"{_joules(w.joules_per_10k_above_idle)} above idle")
+        per = " per 10,000 examples" if not parts else ""
+        parts.append(f"{_joules(w.joules_per_10k)}{per} at {name}" + (f" ({', '.join(extra)})" if extra else ""))
+    if not parts:
+        reasons = (e.latency.unavailable if e.latency is not None and e.latency.unavailable else e.unavailable)
+        return "unavailable: " + ("; ".join(sorted(set(reasons.values()))) or "no counter")[:300]
+    covers = "+".join(KIND_NAMES.get(k, k) for k in e.covers) or "no total"
+    idle = f", idle {e.idle_power_w:.1f} W" if e.idle_power_w is not None else ""
+    return ", ".join(parts) + f"; {covers}{idle}"
 
 
 def format_inference_summary(r: InferenceResult, run_dir: str | None = None) -> str:
@@ -117,6 +149,7 @@ def format_inference_summary(r: InferenceResult, run_dir: str | None = None) -> 
                              f"at ${r.cost_per_hour:.3f}/h{where}"))
     else:
         rows.append(("cost", "- (pass --cost-per-hour or --instance)"))
+    rows.append(("energy", energy_line(r)))
     if r.loadgen is not None:
         parts = []
         ss, off = r.loadgen.single_stream, r.loadgen.offline

@@ -13,18 +13,23 @@ the host. Included: host-to-device copy, forward (with the recipe's test-time ``
 since that is what reached the accuracy), argmax (+ top-5 when the task reports it), label back to the
 host, device synchronize. Excluded: reading/decoding dataset files, the recipe's ``prepare`` (applied once
 to the whole eval set before timing), model build, checkpoint load, compile, warm-up.
+
+Energy (``meter=``, a daybreak.measure.energy.EnergyMeter): the counters are read right after the device
+synchronize where each timed loop starts and ends (and either side of a progress-bar update, which is left out),
+so the joules cover the measured stretches only; ``infer`` turns them into joules per 10,000 examples.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch import nn
@@ -34,6 +39,9 @@ from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT
 from daybreak.measure.device import amp_dtype, resolve_amp, select_device, set_threads, synchronize
 from daybreak.records.inference import InferenceResult, InferenceSettings, LatencyStats, ThroughputStats
 from daybreak.records.run import RunResult
+
+if TYPE_CHECKING:
+    from daybreak.measure.energy import EnergyMeter, EnergySnapshot
 
 CHECKPOINT_FORMAT = "daybreak.checkpoint/1"
 EXIT_INVALID = 3  # the predictions did not reach the run's target accuracy
@@ -268,14 +276,20 @@ class LatencyRun:
     ns: list[int]  # per-query latency, nanoseconds, in eval-set order
     predictions: torch.Tensor  # (N,) labels or (N, 1 + k) [argmax, top-k]
     warmup: int
+    # with a meter: the counters at the start and end of each measured stretch (the progress bar's updates
+    # between stretches are left out)
+    energy_windows: list[tuple["EnergySnapshot", "EnergySnapshot"]] = field(default_factory=list)
 
 
 def measure_latency(loaded: LoadedRun, *, warmup: int = DEFAULT_WARMUP,
-                    progress: Callable[[int], None] | None = None, progress_every: int = 64) -> LatencyRun:
+                    progress: Callable[[int], None] | None = None, progress_every: int = 64,
+                    meter: "EnergyMeter | None" = None) -> LatencyRun:
     """Classify every eval example one at a time; time each query from host input to host label.
 
     ``warmup`` untimed queries (cycling through the eval set) run first. ``progress(done)`` is called
-    between queries every ``progress_every`` queries, outside the timed region.
+    between queries every ``progress_every`` queries, outside the timed region. With ``meter``, its counters
+    are read after the synchronize that ends the warm-up, after the last query, and either side of each
+    progress update (``LatencyRun.energy_windows``).
     """
     if warmup < 0:
         raise ConfigError(f"--warmup {warmup}: must be >= 0")
@@ -289,10 +303,12 @@ def measure_latency(loaded: LoadedRun, *, warmup: int = DEFAULT_WARMUP,
     clock = time.perf_counter_ns
     ns = [0] * n
     preds: list[torch.Tensor] = [None] * n  # type: ignore[list-item]
+    windows: list[tuple[EnergySnapshot, EnergySnapshot]] = []
     with torch.inference_mode():
         for i in range(warmup):
             classify(queries[i % n])
         synchronize(device)
+        opened = meter.read() if meter is not None else None
         if sync is None and progress is None:  # the CPU fast path: nothing between the clock reads but the query
             for i in range(n):
                 x = queries[i]
@@ -312,10 +328,18 @@ def measure_latency(loaded: LoadedRun, *, warmup: int = DEFAULT_WARMUP,
                 ns[i] = t1 - t0
                 preds[i] = p
                 if progress is not None and (i + 1) % progress_every == 0:
-                    progress(i + 1)
+                    if meter is None:
+                        progress(i + 1)
+                    elif i + 1 < n:  # the bar's update is not part of the measured stretch
+                        windows.append((opened, meter.read()))  # type: ignore[arg-type]
+                        progress(i + 1)
+                        opened = meter.read()
+                    # the last update comes below, after the counters are read
+        if meter is not None:  # the device was synchronized after the last query (CPU: synchronous)
+            windows.append((opened, meter.read()))  # type: ignore[arg-type]
     if progress is not None:
         progress(n)
-    return LatencyRun(ns=ns, predictions=torch.cat(preds).cpu(), warmup=warmup)
+    return LatencyRun(ns=ns, predictions=torch.cat(preds).cpu(), warmup=warmup, energy_windows=windows)
 
 
 def nearest_rank(sorted_values: list[int], percent: int) -> int:
@@ -353,8 +377,12 @@ def accuracy_of(predictions: torch.Tensor, labels: torch.Tensor) -> tuple[float,
 
 
 def measure_throughput(loaded: LoadedRun, *, batch_size: int = DEFAULT_BATCH_SIZE, repeats: int = DEFAULT_REPEATS,
-                       warmup_passes: int = 1) -> ThroughputStats:
-    """Offline throughput: whole passes over the eval set in batches; examples/s of the median pass."""
+                       warmup_passes: int = 1, meter: "EnergyMeter | None" = None,
+                       energy_windows: list | None = None) -> ThroughputStats:
+    """Offline throughput: whole passes over the eval set in batches; examples/s of the median pass.
+
+    With ``meter``, its counters are read right after the synchronize that starts each timed pass and right
+    after the one that ends it; the (start, end) snapshots are appended to ``energy_windows``."""
     if batch_size < 1:
         raise ConfigError(f"--batch-size {batch_size}: must be >= 1")
     if repeats < 1:
@@ -375,10 +403,13 @@ def measure_throughput(loaded: LoadedRun, *, batch_size: int = DEFAULT_BATCH_SIZ
                 one_pass()
             for _ in range(repeats):
                 synchronize(device)
+                opened = meter.read() if meter is not None else None
                 t0 = time.perf_counter_ns()
                 one_pass()
                 synchronize(device)
                 times.append((time.perf_counter_ns() - t0) / 1e9)
+                if meter is not None and energy_windows is not None:
+                    energy_windows.append((opened, meter.read()))
     except _OOM:
         raise ConfigError(f"--batch-size {batch_size}: out of device memory; use a smaller batch") from None
     median = statistics.median(times)
@@ -408,6 +439,8 @@ class InferConfig:
     download: bool = True
     allow_custom_data: bool = False
     progress: bool = False  # tqdm bars on stderr (the CLI enables them on a terminal only)
+    energy: bool = True  # read the energy counters at the timed loops' boundaries (where they exist)
+    idle_power_s: float = 2.0  # seconds of idle power sampled before the measurement (only where a counter exists)
     write: bool = True  # write inference.json and dawnbench_inference.json into the run directory
     command: list[str] = field(default_factory=list)
 
@@ -447,6 +480,9 @@ def infer(config: InferConfig) -> InferenceResult:
         raise ConfigError(f"--batch-size {config.batch_size}: must be >= 1")
     if config.throughput_repeats < 0:
         raise ConfigError(f"--throughput-repeats {config.throughput_repeats}: must be >= 0")
+    if not (isinstance(config.idle_power_s, (int, float)) and math.isfinite(config.idle_power_s)
+            and 0 <= config.idle_power_s <= 60):
+        raise ConfigError(f"--idle-power-seconds {config.idle_power_s}: must be in [0, 60]")
     if config.backend not in ("daybreak", "loadgen"):
         raise ConfigError(f"--backend {config.backend!r}: choose daybreak or loadgen")
     if config.backend == "loadgen":
@@ -469,13 +505,43 @@ def infer(config: InferConfig) -> InferenceResult:
     if config.cost_per_hour is None and config.instance is None:
         price, instance, price_date = run.cost_per_hour, run.instance, run.price_date
 
-    # --- batch-1 latency over the whole eval set --------------------------------------------------------
-    bar = _Bar(config.progress, loaded.n, f"{run.task} latency", "query")
+    meter = None
+    energy = idle_covers = None
+    if config.energy:
+        from daybreak.infer import energy as infer_energy
+
+        meter = infer_energy.open_meter(device)
     try:
-        lat = measure_latency(loaded, warmup=config.warmup, progress=bar.to if config.progress else None)
+        if meter is not None:
+            energy, idle_covers = infer_energy.start_record(meter, config.idle_power_s)
+            if not meter.available:
+                meter.close()
+                meter = None
+        # --- batch-1 latency over the whole eval set ----------------------------------------------------
+        bar = _Bar(config.progress, loaded.n, f"{run.task} latency", "query")
+        try:
+            lat = measure_latency(loaded, warmup=config.warmup, progress=bar.to if config.progress else None,
+                                  meter=meter)
+        finally:
+            bar.close()
+        stats = latency_stats(lat.ns)
+
+        # --- offline throughput -----------------------------------------------------------------------
+        throughput = None
+        throughput_windows: list = []
+        if config.throughput_repeats > 0:
+            throughput = measure_throughput(loaded, batch_size=config.batch_size, repeats=config.throughput_repeats,
+                                            meter=meter, energy_windows=throughput_windows)
     finally:
-        bar.close()
-    stats = latency_stats(lat.ns)
+        if meter is not None:
+            meter.close()
+    if energy is not None and lat.energy_windows:
+        energy = infer_energy.finish_record(
+            energy,
+            infer_energy.window(lat.energy_windows, loaded.n, stats.total_s, energy.idle_power_w, idle_covers),
+            infer_energy.window(throughput_windows, loaded.n * len(throughput_windows),
+                                math.fsum(throughput.pass_s) if throughput else 0.0, energy.idle_power_w,
+                                idle_covers))
     if loaded.score_predictions is not None:  # e.g. SQuAD: F1 of the answers decoded from the timed outputs
         metrics = loaded.score_predictions(lat.predictions)
         accuracy = metrics[run.metric]
@@ -487,11 +553,6 @@ def infer(config: InferConfig) -> InferenceResult:
     valid = accuracy >= run.target
     reason = None if valid else (f"accuracy {accuracy * 100:.2f}% of the timed predictions is below the run's target "
                                  f"{run.target * 100:.2f}% ({run.metric})")
-
-    # --- offline throughput ---------------------------------------------------------------------------
-    throughput = None
-    if config.throughput_repeats > 0:
-        throughput = measure_throughput(loaded, batch_size=config.batch_size, repeats=config.throughput_repeats)
 
     # --- optional MLCommons LoadGen -------------------------------------------------------------------
     loadgen_result = None
@@ -525,7 +586,7 @@ def infer(config: InferConfig) -> InferenceResult:
             prepared_on=loaded.prepared_on, test_time_predict=loaded.predict is not None,
         ),
         system=system_info(), data_source=loaded.data_source, data_official=loaded.data_official,
-        created_at=created_at, command=list(config.command), loadgen=loadgen_result,
+        created_at=created_at, command=list(config.command), loadgen=loadgen_result, energy=energy,
     )
     result.duration_s = (time.perf_counter_ns() - wall0) / 1e9
     if config.write:

@@ -15,7 +15,13 @@ A record's figures must agree with one another and with physics; each refusal is
 * **not shorter than the wall clock allows**: the ranked time is at most the command's wall time
   (``total_s``, and ``finished_at - started_at``) plus the slack ``daybreak time`` allows between two clocks
   (5 % + 2 s);
-* **not absurdly small for the work done** (the lower bound, see below).
+* **not absurdly small for the work done** (the lower bound, see below);
+* **energy consistent and physical** (daybreak's hardware counters, see :func:`check_energy`): every figure finite,
+  non-negative and at most ``MAX_ENERGY_J``; the joules counted up to each evaluation never go back;
+  ``joules_to_target`` is what the history says at the first evaluation at or above the target; and the mean power
+  over the ranked time is between ``MIN_WATTS`` (50 mW) and ``MAX_WATTS_PER_RANK`` (5 kW) per process: the counters
+  a process reads are its GPU and its node's CPU packages and DRAM, which no machine runs below 50 mW or above a
+  few kilowatts. A record whose energy fails these is refused like any other inconsistent record.
 
 The lower bound. The ranked time must be at least ``MIN_CLOCK_S`` (10 ms) and at least ``MIN_STEP_S`` (1 us) per
 optimizer step done by the target evaluation. An optimizer step has to fetch a batch and run a forward pass, a
@@ -33,7 +39,7 @@ import math
 from typing import TYPE_CHECKING
 
 from daybreak.leaderboard.submission import (
-    MAX_QUANTITY, MAX_SECONDS, SubmissionError, check_date, reaches,
+    MAX_ENERGY_J, MAX_QUANTITY, MAX_SECONDS, SubmissionError, check_date, reaches,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +51,8 @@ WALL_SLACK_RELATIVE = 0.05
 WALL_SLACK_S = 2.0
 MAX_STEPS = 10**12
 MAX_WORLD_SIZE = 100_000
+MIN_WATTS = 0.05
+MAX_WATTS_PER_RANK = 5_000.0
 
 
 def close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-5) -> bool:
@@ -189,9 +197,83 @@ def check_time(run: "RunResult", seconds: float, step: int, what: str) -> None:
                                   f"({name}: {wall:g} s)")
 
 
+def check_power(joules: float, seconds: float, processes: int, what: str) -> None:
+    """Mean power ``joules / seconds`` between MIN_WATTS and MAX_WATTS_PER_RANK x ``processes``."""
+    if seconds <= 0:
+        raise SubmissionError(f"{what}: energy over {seconds:g} s cannot be checked")
+    watts = joules / seconds
+    top = MAX_WATTS_PER_RANK * max(int(processes), 1)
+    if watts < MIN_WATTS:
+        raise SubmissionError(f"{what}: {joules:g} J over {seconds:g} s is a mean {watts:.3g} W, below the "
+                              f"{MIN_WATTS:g} W any measured device draws")
+    if watts > top:
+        raise SubmissionError(f"{what}: {joules:g} J over {seconds:g} s is a mean {watts:.3g} W, above the "
+                              f"{top:g} W {processes} process(es) can draw ({MAX_WATTS_PER_RANK:g} W each)")
+
+
+def check_energy(run: "RunResult", what: str) -> None:
+    """The run's energy record: finite, bounded, monotone along the history and consistent with its totals."""
+    e = run.energy
+    for group in ("joules_to_target", "joules_at_end", "per_phase_j", "per_source_j"):
+        for name, value in getattr(e, group).items():
+            _finite(value, f"{what}: energy.{group}.{name}", hi=MAX_ENERGY_J)
+    _finite(e.idle_power_w, f"{what}: energy.idle_power_w", hi=MAX_WATTS_PER_RANK * MAX_WORLD_SIZE)
+    _finite(e.idle_seconds, f"{what}: energy.idle_seconds")
+    previous: dict[str, float] = {}
+    for i, h in enumerate(run.history):
+        for name, value in h.energy_j.items():
+            _finite(value, f"{what}: history[{i}].energy_j.{name}", hi=MAX_ENERGY_J)
+            if value is None:
+                continue
+            if name in previous and value < previous[name] * (1 - 1e-9) - 1e-9:
+                raise SubmissionError(f"{what}: history[{i}].energy_j.{name} goes back (fewer joules than the "
+                                      "previous evaluation)")
+            previous[name] = value
+    index = next((i for i, h in enumerate(run.history) if reaches(h.accuracy, run.target)), None)
+    if index is None:
+        return
+    first = run.history[index]
+    for name, value in e.joules_to_target.items():
+        if value is not None and first.energy_j.get(name) is not None and not close(value, first.energy_j[name]):
+            raise SubmissionError(f"{what}: energy.joules_to_target.{name} {value:g} J is not the history's "
+                                  f"{first.energy_j[name]:g} J at the first evaluation at or above the target")
+
+
+def check_inference_energy(record: dict, what: str) -> float | None:
+    """An inference record's batch-1 energy (its ``energy.latency``) -> joules per 10,000 examples, checked
+    against the latency it measured; None when the record carries none."""
+    e = record.get("energy")
+    if not isinstance(e, dict) or not e.get("available") or not isinstance(e.get("latency"), dict):
+        return None
+    w = e["latency"]
+    per_10k = w.get("joules_per_10k")
+    if per_10k is None:
+        return None
+    per_10k = _finite(per_10k, f"{what}: energy.latency.joules_per_10k", hi=MAX_ENERGY_J)
+    joules = _finite(w.get("joules"), f"{what}: energy.latency.joules", hi=MAX_ENERGY_J)
+    seconds = _finite(w.get("seconds"), f"{what}: energy.latency.seconds")
+    timed = _finite(w.get("timed_s"), f"{what}: energy.latency.timed_s")
+    examples = w.get("examples")
+    if joules is None or seconds is None or timed is None or not isinstance(examples, int) or examples <= 0:
+        raise SubmissionError(f"{what}: energy.latency lacks the joules, seconds or examples its figure comes from")
+    latency = record.get("latency") or {}
+    if examples != record.get("n_examples") or not close(timed, float(latency.get("total_s") or 0.0)):
+        raise SubmissionError(f"{what}: energy.latency does not cover the timed batch-1 pass ({examples} examples, "
+                              f"{timed:g} s; the pass: {record.get('n_examples')} examples, "
+                              f"{latency.get('total_s')} s)")
+    if seconds < timed * (1 - 1e-6) or seconds > 2 * timed + 1.0:
+        raise SubmissionError(f"{what}: energy.latency.seconds {seconds:g} s is not the timed pass's "
+                              f"{timed:g} s plus its loop's bookkeeping")
+    if not close(per_10k, joules / examples * 10_000):
+        raise SubmissionError(f"{what}: energy.latency.joules_per_10k {per_10k:g} is not joules / examples x 10,000")
+    check_power(joules, seconds, 1, f"{what}: energy.latency")
+    return per_10k
+
+
 def check_run(run: "RunResult", what: str) -> None:
     """Everything above that does not depend on the leaderboard's target."""
     check_dates(run, what)
     check_numbers(run, what)
     check_totals(run, what)
     check_phases(run, what)
+    check_energy(run, what)

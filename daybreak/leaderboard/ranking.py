@@ -1,9 +1,16 @@
-"""The four DAWNBench objectives, how they are ranked and how they are shown.
+"""The four DAWNBench objectives and daybreak's two energy objectives, how they are ranked and how they are shown.
 
 - ``train-time``: hours of the first TSV row at or above the target (stored in seconds), shown ``h:mm:ss``;
 - ``train-cost``: that time x ``costPerHour``, in USD, shown ``$0.00``;
 - ``latency``: milliseconds per example (batch 1), shown with 4 decimals;
-- ``inference-cost``: USD to process 10,000 examples (cost per example x 10,000), shown ``$0.00``.
+- ``inference-cost``: USD to process 10,000 examples (cost per example x 10,000), shown ``$0.00``;
+- ``train-energy``: joules to the target under DAWNBench's clock, from daybreak's hardware counters, shown
+  ``12.3 kJ`` with the kinds the counters cover (``gpu+cpu_package``);
+- ``inference-energy``: joules to process 10,000 examples at batch 1, likewise.
+
+Only daybreak records carry energy (a DAWNBench file has none): an entry without it is not on the energy tables.
+Counters differ between machines (a GPU's board, a CPU package, DRAM where it exists), so each row says what its
+joules cover.
 
 Smaller is better. Ties go to the earlier submission (its date, then the order in which entries were stored),
 and every row gets its own rank. The date that breaks ties is the one the host can vouch for: a file's own date
@@ -46,6 +53,16 @@ def format_ms(ms: float) -> str:
     return f"{ms:.4f}" if math.isfinite(ms) else NOT_A_NUMBER
 
 
+def format_joules(j: float) -> str:
+    """``812 J``, ``12.35 kJ``, ``4.2 MJ``: four significant digits at most."""
+    if not math.isfinite(j):
+        return NOT_A_NUMBER
+    for scale, unit in ((1e9, "GJ"), (1e6, "MJ"), (1e3, "kJ")):
+        if abs(j) >= scale:
+            return f"{j / scale:.4g} {unit}"
+    return f"{j:.4g} J"
+
+
 @dataclass(frozen=True)
 class Objective:
     name: str
@@ -67,8 +84,14 @@ OBJECTIVES: dict[str, Objective] = {
         Objective("latency", "Inference latency", "latency_ms", "ms", "inference", "1-example latency (ms)", format_ms),
         Objective("inference-cost", "Inference cost", "inference_cost_10k_usd", "USD", "inference",
                   "Cost for 10,000 examples (USD)", format_usd),
+        Objective("train-energy", "Training energy", "train_energy_j", "J", "train", "Energy to target", format_joules),
+        Objective("inference-energy", "Inference energy", "inference_energy_10k_j", "J", "inference",
+                  "Energy for 10,000 examples", format_joules),
     )
 }
+
+
+ENERGY_OBJECTIVES = ("train-energy", "inference-energy")
 
 
 def get_objective(name: str) -> Objective:
@@ -143,11 +166,15 @@ def row(entry: Any, objective: Objective, rank: int, above: Any = None) -> dict[
                         "reproduced_by": getattr(entry, "reproduced_by", None),
                         "reproduction_of": getattr(entry, "reproduction_of", None)}
     test = significance(above, entry, objective) if above is not None else None
+    display = objective.display(value)
+    covers = getattr(entry, "energy_covers", None) or None
+    if objective.name in ENERGY_OBJECTIVES and covers:
+        display += f" ({covers})"
     return {
         "rank": rank,
         "value": value,
         "unit": objective.unit,
-        "display": objective.display(value),
+        "display": display,
         "model": entry.model,
         "hardware": entry.hardware,
         "framework": entry.framework,
@@ -164,6 +191,7 @@ def row(entry: Any, objective: Objective, rank: int, above: Any = None) -> dict[
         "reproduction": reproduction,
         "p_value_vs_above": None if test is None else test["p_value"],
         "significant_vs_above": None if test is None else test["significant"],
+        **({"energy_covers": covers} if objective.name in ENERGY_OBJECTIVES else {}),
     }
 
 

@@ -6,6 +6,12 @@ target for the task (the task's default), so a run made with a custom target cou
 the default one too. Runs recorded ``official: false`` (custom data, non-default target) are refused: the
 leaderboard compares like with like. Every run record passes :mod:`daybreak.leaderboard.plausibility` first.
 A multi-run entry ranks on the olympic mean of its runs (recomputed here from their histories).
+
+Energy (the ``train-energy`` and ``inference-energy`` objectives) is read only from daybreak's own counters: a run's
+joules counted under DAWNBench's clock up to the first evaluation at or above the leaderboard's target
+(``history[i].energy_j["dawnbench"]``, which is ``energy.joules_to_target["dawnbench"]`` for a run made with the
+default target), and an inference record's joules per 10,000 examples of its batch-1 pass. A record without them
+is not ranked on those objectives; one whose figures are not physical is refused (see plausibility).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.plausibility import check_run, check_time, close
+from daybreak.leaderboard.plausibility import check_inference_energy, check_power, check_run, check_time, close
 from daybreak.leaderboard.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
     SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches,
@@ -95,6 +101,18 @@ def run_time(run, task: LeaderboardTask, what: str, *, allow_unreached: bool = F
     return hours_at, converted, index
 
 
+def run_energy(run, index: int | None, seconds: float | None, what: str) -> tuple[float | None, str, str | None]:
+    """(joules under DAWNBench's clock to the leaderboard's target, the kinds they cover, why there are none)."""
+    if index is None or seconds is None:
+        return None, "", None
+    value = run.history[index].energy_j.get("dawnbench")
+    if value is None:
+        reasons = "; ".join(dict.fromkeys(run.energy.unavailable.values())) if run.energy.unavailable else ""
+        return None, "", reasons or "the run recorded no energy"
+    check_power(value, seconds, run.world_size, f"{what}: energy to target")
+    return float(value), "+".join(run.energy.covers), None
+
+
 def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreached: bool = False) -> Submission:
     """A daybreak ``result.json`` (kind ``daybreak.run``) -> a training submission (self-reported: the importer
     or the reproduction sets the provenance)."""
@@ -122,6 +140,12 @@ def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreache
         notes.append(converted)
     if cost_per_hour is None and first is not None:
         notes.append("no cost_per_hour: not ranked on train-cost")
+    energy, covers, no_energy = run_energy(run, index, seconds, what)
+    if energy is not None:
+        notes.append(f"energy to target {energy:.6g} J under DAWNBench v1's clock ({covers or 'no kind named'}; "
+                     "daybreak's hardware counters)")
+    elif no_energy:
+        notes.append(f"no energy: not ranked on train-energy ({one_line(no_energy, 200)})")
     external = is_external(run)
     sub = Submission(
         kind=KIND_TRAIN, task=task.name, source_format=FORMAT_RUN, source=source,
@@ -135,6 +159,7 @@ def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreache
         time_to_target_s=seconds, epochs_to_target=None if first is None else first.epoch,
         cost_per_hour=cost_per_hour,
         train_cost_usd=None if cost_per_hour is None or seconds is None else seconds / 3600.0 * cost_per_hour,
+        train_energy_j=energy, energy_covers=covers if energy is not None else "",
         curve=[(t / 3600.0, h.accuracy, h.epoch) for t, h in zip(hours_at, run.history)],
         tsv_columns=["epoch", "hours", "accuracy"], notes=notes,
         provenance_detail=EXTERNAL_DETAIL if external else "",
@@ -142,12 +167,14 @@ def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreache
     return sub.finish({"document": doc})
 
 
-def run_summary(run, hours_at: list[float], index: int | None) -> dict:
+def run_summary(run, hours_at: list[float], index: int | None, energy_j: float | None = None,
+                energy_covers: str = "") -> dict:
     """The compact per-run part of a multi-run entry's document (what its page and a reproduction need)."""
     first = None if index is None else run.history[index]
     return {
         "seed": run.seed, "run_id": run.run_id, "status": run.status, "reached": first is not None,
         "dawnbench_s": None if index is None else hours_at[index],
+        "dawnbench_j": energy_j, "energy_covers": energy_covers,
         "epochs_to_target": None if first is None else first.epoch,
         "steps_to_target": None if first is None else first.step,
         "best_accuracy": max(h.accuracy for h in run.history), "rules": run.rules, "world_size": run.world_size,
@@ -192,7 +219,7 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
     seeds = [r.seed for r in summary.runs]
     if len(set(seeds)) != len(seeds) or seeds != list(summary.seeds):
         raise SubmissionError(f"{what}: the runs' seeds {seeds} are not the summary's distinct seeds")
-    runs, compact, times = [], [], []
+    runs, compact, times, energies, no_energy = [], [], [], [], []
     for listed, (name, doc) in zip(summary.runs, run_docs):
         run_what = f"{what}: run {one_line(name, 80)}"
         run = load_run(doc, run_what)
@@ -209,10 +236,16 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
             raise SubmissionError(f"{run_what}: a `daybreak time` record of an external program; a multi-run entry "
                                   "is made of daybreak runs")
         hours_at, _converted, index = run_time(run, task, run_what, allow_unreached=True)
+        seconds = None if index is None else hours_at[index]
+        joules, covers, why = run_energy(run, index, seconds, run_what)
         runs.append(run)
-        compact.append(run_summary(run, hours_at, index))
+        compact.append(run_summary(run, hours_at, index, joules, covers))
         if index is not None:
             times.append(hours_at[index])
+            if joules is None:
+                no_energy.append(f"seed {run.seed}: {why}")
+            else:
+                energies.append((joules, covers))
     score = olympic_mean(times)
     if score is None:
         raise SubmissionError(f"{what}: {len(times)} of {len(runs)} runs reached the target "
@@ -232,6 +265,16 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
              f"curve: seed {representative['seed']}, the run closest to the olympic mean"]
     if cost is None:
         notes.append("no cost_per_hour: not ranked on train-cost")
+    energy, energy_covers = None, ""
+    if energies and not no_energy and len({c for _, c in energies}) == 1:
+        energy, energy_covers = olympic_mean([j for j, _ in energies]), energies[0][1]
+        if energy is not None:
+            notes.append(f"energy: the olympic mean of the reached runs' joules under DAWNBench v1's clock "
+                         f"({energy:.6g} J; {energy_covers})")
+    elif no_energy:
+        notes.append(f"no energy: not ranked on train-energy ({one_line('; '.join(no_energy), 200)})")
+    elif energies:
+        notes.append("no energy: the runs' counters cover different kinds; not ranked on train-energy")
     document = {"kind": FORMAT_REPEAT, "summary": summary_doc, "runs": compact}
     sub = Submission(
         kind=KIND_TRAIN, task=task.name, source_format=FORMAT_REPEAT, source=source,
@@ -244,6 +287,7 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
         accuracy_unit="fraction", document=document, code_url="https://pypi.org/project/daybreak/",
         time_to_target_s=score, epochs_to_target=epochs[len(epochs) // 2], cost_per_hour=cost,
         train_cost_usd=None if cost is None else score / 3600.0 * cost,
+        train_energy_j=energy, energy_covers=energy_covers if energy is not None else "",
         curve=[(p[0] / 3600.0, p[1], p[2]) for p in representative["curve"]],
         tsv_columns=["epoch", "hours", "accuracy"], notes=notes,
         runs_n=len(runs), runs_reached=len(times), runs_cv=cv, run_times_s=times,
@@ -306,6 +350,17 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
     notes = ["accuracy read as fraction (daybreak record)", "latency: mean of the batch-1 pass over the eval set"]
     if per_10k is None:
         notes.append("no price: not ranked on inference-cost")
+    energy = check_inference_energy(record, what)
+    energy_record = record.get("energy") if isinstance(record.get("energy"), dict) else {}
+    covers = "+".join(str(k) for k in energy_record.get("covers") or []) if energy is not None else ""
+    if energy is not None:
+        notes.append(f"energy {energy:.6g} J per 10,000 examples of the batch-1 pass ({covers or 'no kind named'}; "
+                     "daybreak's hardware counters)")
+    else:
+        why = "; ".join(dict.fromkeys(str(v) for v in (energy_record.get("unavailable") or {}).values()))
+        notes.append("no energy: not ranked on inference-energy"
+                     + (f" ({one_line(why, 200)})" if why else " (a record made before daybreak measured energy)"
+                        if not energy_record else ""))
     sub = Submission(
         kind=KIND_INFERENCE, task=task.name, source_format=FORMAT_INFERENCE, source=source,
         model=_check_text(f"{record.get('model', '')} ({record.get('recipe', '?')} recipe)", "model", what),
@@ -313,7 +368,8 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
         framework=_check_text(str(record.get("framework", "")), "framework", what),
         submitted_at=submitted, metric=task.metric, target=task.target, accuracy=accuracy, accuracy_unit="fraction",
         document=doc, code_url="https://pypi.org/project/daybreak/", latency_ms=mean_ms,
-        cost_per_example_usd=per_example, inference_cost_10k_usd=per_10k, notes=notes,
+        cost_per_example_usd=per_example, inference_cost_10k_usd=per_10k, inference_energy_10k_j=energy,
+        energy_covers=covers, notes=notes,
     )
     return sub.finish({"document": doc})
 

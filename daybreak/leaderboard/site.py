@@ -90,6 +90,9 @@ def entry_json(entry: Any) -> dict[str, Any]:
         "train_cost_usd": _finite(entry.train_cost_usd), "latency_ms": _finite(entry.latency_ms),
         "cost_per_example_usd": _finite(entry.cost_per_example_usd),
         "inference_cost_10k_usd": _finite(entry.inference_cost_10k_usd),
+        "train_energy_j": _finite(entry.train_energy_j),
+        "inference_energy_10k_j": _finite(entry.inference_energy_10k_j),
+        "energy_covers": entry.energy_covers or None,
         "provenance": entry.provenance or PROVENANCE_SELF, "provenance_detail": entry.provenance_detail or "",
         "runs": None if not entry.runs_n else {
             "n": entry.runs_n, "reached": entry.runs_reached, "reached_fraction": (entry.runs_reached or 0) /

@@ -14,8 +14,9 @@ statistics) are columns of their own, and every list query selects exactly ``LIS
 page of ten rows reads ten short rows however large the stored documents are.
 
 Schema versions: 1 (daybreak before provenance), 2 (provenance, tie-break date, multi-run statistics,
-reproductions, jobs). Opening a version-1 database upgrades it in place (new columns added and filled in, see
-:meth:`Store._migrate`); a database of a newer version is refused with a one-line message.
+reproductions, jobs), 3 (energy: joules to target, joules per 10,000 examples and the kinds they cover). Opening a
+version-1 or version-2 database upgrades it in place (new columns added and filled in from the stored documents,
+see :meth:`Store._migrate`); a database of a newer version is refused with a one-line message.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ from daybreak.leaderboard.submission import (
 
 DB_ENV = "DAYBREAK_DB"
 DB_FILE = "leaderboard.sqlite"
-SCHEMA_VERSION = 2
-MAX_RANKED_VALUE = 1e13  # above every bounded objective (time <= 3.6e9 s, cost <= 1e12 USD); excludes inf and NaN
+SCHEMA_VERSION = 3
+MAX_RANKED_VALUE = 1e13  # above every bounded objective (time <= 3.6e9 s, cost <= 1e12 USD, energy <= 1e12 J);
+# excludes inf and NaN
+ENERGY_COLUMNS = ("train_energy_j", "inference_energy_10k_j")
 REBUILD_HINT = ("rebuild it: move the database away and run `daybreak leaderboard import` again on your "
                 "submissions")
 
@@ -104,6 +107,10 @@ class Entry(Base):
     reproduced_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
     reproduction_ratio: Mapped[float | None] = mapped_column(Double, nullable=True)  # reproduction / original
     reproduction_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # reproduced|not-reproduced
+    # --- schema 3 (added to older tables by _migrate and filled in from the stored documents) ---------------------
+    train_energy_j: Mapped[float | None] = mapped_column(Double, nullable=True)  # joules to target (DAWNBench clock)
+    inference_energy_10k_j: Mapped[float | None] = mapped_column(Double, nullable=True)  # batch 1, per 10,000
+    energy_covers: Mapped[str | None] = mapped_column(String(64), nullable=True)  # e.g. "gpu+cpu_package"
 
     @property
     def curve(self) -> list[list[float | None]]:
@@ -165,7 +172,7 @@ LIST_COLUMNS = (
     "submitted_at", "ranked_at", "imported_at", "metric", "target", "accuracy", "time_to_target_s", "train_cost_usd",
     "latency_ms", "inference_cost_10k_usd", "cost_per_hour", "epochs_to_target", "provenance", "provenance_detail",
     "runs_n", "runs_reached", "runs_cv", "run_times_json", "reproduction_of", "reproduced_by", "reproduction_ratio",
-    "reproduction_status",
+    "reproduction_status", "train_energy_j", "inference_energy_10k_j", "energy_covers",
 )
 _LIST = [getattr(Entry, c) for c in LIST_COLUMNS]
 
@@ -294,16 +301,19 @@ class Store:
     # -- schema --------------------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        """Create the tables, or bring a version-1 database to version 2 in place:
+        """Create the tables, or bring an older database to the current version in place:
 
         * add the new entry columns (all nullable) and their indexes;
-        * provenance: entries imported from the command line (no submitter) from a daybreak run directory
-          (``daybreak.run``/``daybreak.inference`` records not made by ``daybreak time``) become ``daybreak-run``;
-          everything else (DAWNBench files, uploads) ``self-reported``;
-        * tie-break date: the submission's own date for command-line imports, the time the server received it
-          for uploads;
-        * an objective value that is not a finite number in range (``inf`` stored by daybreak versions before the
-          bounds) is cleared: that entry is not ranked on that objective any more.
+        * from version 1: provenance: entries imported from the command line (no submitter) from a daybreak run
+          directory (``daybreak.run``/``daybreak.inference`` records not made by ``daybreak time``) become
+          ``daybreak-run``; everything else (DAWNBench files, uploads) ``self-reported``; tie-break date: the
+          submission's own date for command-line imports, the time the server received it for uploads; an
+          objective value that is not a finite number in range (``inf`` stored by daybreak versions before the
+          bounds) is cleared: that entry is not ranked on that objective any more;
+        * from version 1 or 2: energy: every stored daybreak run and inference record is read again with today's
+          reader (:mod:`daybreak.leaderboard.runs_import`, plausibility checks included) and its energy figure
+          stored; a record without energy, or whose energy is not plausible, stays off the energy objectives
+          (multi-run entries stored before version 3 kept no per-run energy: they stay off too).
         """
         insp = inspect(self.engine)
         table = Entry.__tablename__
@@ -335,11 +345,11 @@ class Store:
             pass  # another process wrote it first
 
     def _add_columns(self, missing: list) -> None:
-        from daybreak.leaderboard.runs_import import EXTERNAL_DETAIL
-
         table = Entry.__tablename__
         dialect = self.engine.dialect
         quote = dialect.identifier_preparer.quote
+        names = {c.name for c in missing}
+        from_v1 = "provenance" in names
         with self.engine.begin() as conn:
             have = {c["name"] for c in inspect(conn).get_columns(table)}
             for column in missing:
@@ -347,33 +357,72 @@ class Store:
                     continue  # another process upgraded it meanwhile
                 conn.execute(text(f"ALTER TABLE {quote(table)} ADD COLUMN {quote(column.name)} "
                                   f"{column.type.compile(dialect)}"))
-            conn.execute(update(Entry).where(Entry.provenance.is_(None))
-                         .values(provenance=PROVENANCE_SELF, provenance_detail=""))
-            conn.execute(update(Entry).where(Entry.ranked_at.is_(None), Entry.submitter.is_(None))
-                         .values(ranked_at=Entry.submitted_at))
-            conn.execute(update(Entry).where(Entry.ranked_at.is_(None)).values(ranked_at=Entry.imported_at))
-            for name in ("time_to_target_s", "train_cost_usd", "latency_ms", "inference_cost_10k_usd",
-                         "cost_per_hour", "cost_per_example_usd", "epochs_to_target"):
-                col = getattr(Entry, name)
-                conn.execute(update(Entry).where(or_(col > MAX_RANKED_VALUE, col < 0)).values({name: None}))
-            rows = conn.execute(select(Entry.id, Entry.document_json).where(
-                Entry.submitter.is_(None), Entry.source_format.in_(("daybreak.run", "daybreak.inference")))).all()
-            for entry_id, document in rows:
-                try:
-                    doc = json.loads(document)
-                except ValueError:
-                    continue
-                external = isinstance(doc, dict) and "external" in (doc.get("recipe"), doc.get("device"))
-                conn.execute(update(Entry).where(Entry.id == entry_id).values(
-                    provenance=PROVENANCE_SELF if external else PROVENANCE_RUN,
-                    provenance_detail=EXTERNAL_DETAIL if external else ""))
+            if from_v1:
+                self._from_v1(conn)
+            if names & set(ENERGY_COLUMNS):
+                self._fill_energy(conn)
         added = {c.name for c in missing}
         for index in Entry.__table__.indexes:
             if {c.name for c in index.columns} & added:
                 index.create(self.engine, checkfirst=True)
-        self.migrated.append(f"upgraded the leaderboard database to schema v{SCHEMA_VERSION} (added "
-                             f"{len(missing)} columns: provenance, tie-break date, multi-run statistics, "
-                             "reproductions)")
+        parts = (["provenance, tie-break date, multi-run statistics, reproductions"] if from_v1 else []) + (
+            ["energy"] if names & set(ENERGY_COLUMNS) else [])
+        self.migrated.append(f"upgraded the leaderboard database from schema v{1 if from_v1 else 2} to "
+                             f"v{SCHEMA_VERSION} (added {len(missing)} columns: {', '.join(parts) or 'other'})")
+
+    @staticmethod
+    def _fill_energy(conn: Any) -> None:
+        """Energy figures of the stored daybreak records (schema 3), read with today's reader."""
+        from daybreak.leaderboard.runs_import import parse_inference, parse_run
+        from daybreak.leaderboard.submission import FORMAT_INFERENCE, FORMAT_RUN
+
+        last = 0
+        while True:  # 100 documents at a time: bounded memory however large the table
+            rows = conn.execute(select(Entry.id, Entry.source_format, Entry.source, Entry.document_json)
+                                .where(Entry.id > last, Entry.source_format.in_((FORMAT_RUN, FORMAT_INFERENCE)))
+                                .order_by(Entry.id).limit(100)).all()
+            if not rows:
+                return
+            for entry_id, source_format, source, document in rows:
+                last = entry_id
+                try:
+                    doc = json.loads(document)
+                    if source_format == FORMAT_RUN:
+                        sub = parse_run(doc, source=source or "stored", allow_unreached=True)
+                        values = {"train_energy_j": sub.train_energy_j}
+                    else:
+                        sub = parse_inference(doc, source=source or "stored")
+                        values = {"inference_energy_10k_j": sub.inference_energy_10k_j}
+                except Exception:  # noqa: BLE001 - one odd stored document must not stop the upgrade
+                    continue  # not readable any more: no energy figure, the entry keeps its other columns
+                if any(v is not None for v in values.values()):
+                    conn.execute(update(Entry).where(Entry.id == entry_id).values(
+                        energy_covers=sub.energy_covers[:64] or None, **values))
+
+    @staticmethod
+    def _from_v1(conn: Any) -> None:
+        from daybreak.leaderboard.runs_import import EXTERNAL_DETAIL
+
+        conn.execute(update(Entry).where(Entry.provenance.is_(None))
+                     .values(provenance=PROVENANCE_SELF, provenance_detail=""))
+        conn.execute(update(Entry).where(Entry.ranked_at.is_(None), Entry.submitter.is_(None))
+                     .values(ranked_at=Entry.submitted_at))
+        conn.execute(update(Entry).where(Entry.ranked_at.is_(None)).values(ranked_at=Entry.imported_at))
+        for name in ("time_to_target_s", "train_cost_usd", "latency_ms", "inference_cost_10k_usd",
+                     "cost_per_hour", "cost_per_example_usd", "epochs_to_target"):
+            col = getattr(Entry, name)
+            conn.execute(update(Entry).where(or_(col > MAX_RANKED_VALUE, col < 0)).values({name: None}))
+        rows = conn.execute(select(Entry.id, Entry.document_json).where(
+            Entry.submitter.is_(None), Entry.source_format.in_(("daybreak.run", "daybreak.inference")))).all()
+        for entry_id, document in rows:
+            try:
+                doc = json.loads(document)
+            except ValueError:
+                continue
+            external = isinstance(doc, dict) and "external" in (doc.get("recipe"), doc.get("device"))
+            conn.execute(update(Entry).where(Entry.id == entry_id).values(
+                provenance=PROVENANCE_SELF if external else PROVENANCE_RUN,
+                provenance_detail=EXTERNAL_DETAIL if external else ""))
 
     # -- writing -------------------------------------------------------------------------------------------
 
@@ -389,6 +438,8 @@ class Store:
             epochs_to_target=sub.epochs_to_target, cost_per_hour=sub.cost_per_hour,
             train_cost_usd=sub.train_cost_usd, latency_ms=sub.latency_ms,
             cost_per_example_usd=sub.cost_per_example_usd, inference_cost_10k_usd=sub.inference_cost_10k_usd,
+            train_energy_j=sub.train_energy_j, inference_energy_10k_j=sub.inference_energy_10k_j,
+            energy_covers=sub.energy_covers[:64] or None,
             curve_json=json.dumps([list(p) for p in sub.curve], allow_nan=False),
             tsv_columns_json=json.dumps(sub.tsv_columns),
             document_json=json.dumps(sub.document, allow_nan=False),

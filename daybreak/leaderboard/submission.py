@@ -32,6 +32,9 @@ MAX_QUANTITY = 1e6
 MAX_SECONDS = MAX_QUANTITY * 3600.0
 MAX_ABS_NUMBER = 1e15
 MAX_INT_DIGITS = 20  # a JSON integer literal longer than this is out of range whatever its value
+# Energy (joules, from daybreak's hardware counters): at most 1e12 J (1 TJ, about 280 MWh: 10,000 GPUs at 1 kW for a
+# day), below the store's ranking bound.
+MAX_ENERGY_J = 1e12
 # Dates: DAWNBench opened in 2017 (its earliest real submission is dated 2017-10-11); nothing is dated before
 # 2017-01-01 or after tomorrow (UTC).
 EARLIEST_DATE = datetime(2017, 1, 1)
@@ -79,6 +82,11 @@ class Submission:
     latency_ms: float | None = None
     cost_per_example_usd: float | None = None
     inference_cost_10k_usd: float | None = None
+    # Energy from daybreak's counters (never from a DAWNBench file): joules to the target under DAWNBench's clock,
+    # or joules per 10,000 examples of the batch-1 pass; ``energy_covers`` names the kinds ("gpu+cpu_package").
+    train_energy_j: float | None = None
+    inference_energy_10k_j: float | None = None
+    energy_covers: str = ""
     curve: list[tuple[float, float, float | None]] = field(default_factory=list)  # (hours, accuracy, epoch)
     tsv_columns: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -109,7 +117,8 @@ class Submission:
         bounds = {"target": 1.0, "accuracy": 1.0, "time_to_target_s": MAX_SECONDS, "epochs_to_target": MAX_QUANTITY,
                   "cost_per_hour": MAX_QUANTITY, "train_cost_usd": MAX_QUANTITY * MAX_QUANTITY,
                   "latency_ms": MAX_QUANTITY, "cost_per_example_usd": MAX_QUANTITY,
-                  "inference_cost_10k_usd": MAX_QUANTITY * 10_000, "runs_cv": MAX_QUANTITY}
+                  "inference_cost_10k_usd": MAX_QUANTITY * 10_000, "runs_cv": MAX_QUANTITY,
+                  "train_energy_j": MAX_ENERGY_J, "inference_energy_10k_j": MAX_ENERGY_J}
         for name, bound in bounds.items():
             value = getattr(self, name)
             if value is None:
@@ -118,7 +127,7 @@ class Submission:
                 raise SubmissionError(f"{self.source}: {name} is not a finite number")
             if not 0 <= value <= bound:
                 raise SubmissionError(f"{self.source}: {name} {value:g} is out of range (0 to {bound:g})")
-        for name in ("time_to_target_s", "latency_ms"):
+        for name in ("time_to_target_s", "latency_ms", "train_energy_j", "inference_energy_10k_j"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise SubmissionError(f"{self.source}: {name} must be greater than 0")
@@ -129,6 +138,8 @@ class Submission:
         for value in self.run_times_s or []:
             if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
                 raise SubmissionError(f"{self.source}: a run's time is out of range")
+        if not isinstance(self.energy_covers, str) or len(self.energy_covers) > 64:
+            raise SubmissionError(f"{self.source}: energy_covers is not a short list of kinds")
         if self.provenance not in PROVENANCES:
             raise ValueError(f"unknown provenance {self.provenance!r}")
 

@@ -3,7 +3,8 @@
 As in the competition's inference submissions: version, author, authorEmail, framework, codeURL, model,
 hardware, latency (milliseconds per example, batch 1, mean over the eval set), cost (USD per example =
 latency x price per hour; left out, as the submissions did, when no price is known), top1Accuracy and/or
-top5Accuracy (percent), timestamp (YYYY-MM-DD), misc.
+top5Accuracy (percent), timestamp (YYYY-MM-DD), misc (with daybreak's energy figures: joules per 10,000 examples
+at batch 1 and in the throughput passes, the kinds they cover, or why they are unavailable).
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ def inference_json(result: InferenceResult, *, author: str = "", author_email: s
         "CUDA version": result.system.cuda,
         "CuDNN version": result.system.cudnn,
     }
+    e = result.energy
+    if e is not None:
+        out["misc"]["energyJoulesPer10kExamples"] = e.latency.joules_per_10k if e.latency else None
+        out["misc"]["energyThroughputJoulesPer10kExamples"] = (e.throughput.joules_per_10k if e.throughput
+                                                               else None)
+        out["misc"]["energyCovers"] = list(e.covers)
+        out["misc"]["energyIdlePowerW"] = e.idle_power_w
+        out["misc"]["energyUnavailable"] = None if e.available else dict(e.unavailable)
     if result.loadgen is not None:
         ss, off = result.loadgen.single_stream, result.loadgen.offline
         out["misc"]["loadgenSingleStreamP90Ms"] = ss.p90_ms if ss else None

@@ -1,7 +1,9 @@
 """InferenceResult: the typed record of `daybreak infer` (inference.json in the run directory).
 
 Latency is DAWNBench's: every example of the task's eval set classified one at a time (batch 1), mean =
-total / N, with the percentiles MLPerf reports (p90 is SingleStream's metric). Cost is latency x price.
+total / N, with the percentiles MLPerf reports (p90 is SingleStream's metric). Cost is latency x price. Energy is
+read from the hardware counters (daybreak.measure.energy) at the boundaries of the timed loops, right after the
+device synchronize, and given in joules per 10,000 examples; never estimated.
 """
 
 from __future__ import annotations
@@ -76,6 +78,44 @@ class LoadgenResult(BaseModel):
     offline: LoadgenScenario | None = None
 
 
+class EnergyWindow(BaseModel):
+    """Energy of one measurement (the batch-1 latency pass, or the timed throughput passes): the counters read
+    right after the device synchronize at the start and end of each timed stretch, summed over those stretches
+    only (warm-up, progress-bar updates between stretches and everything else outside are left out)."""
+
+    examples: int  # examples classified in the measured stretches
+    seconds: float  # between the counter reads, summed over the stretches (>= timed_s: the loop's bookkeeping)
+    timed_s: float  # what the clock timed over the same examples (sum of latencies, or of the timed passes)
+    joules: float | None = None  # the covered kinds together (None: see unavailable)
+    joules_per_10k: float | None = None  # joules / examples x 10,000
+    mean_power_w: float | None = None  # joules / seconds
+    per_kind_j: dict[str, float | None] = Field(default_factory=dict)  # gpu, cpu_package, dram
+    per_source_j: dict[str, float | None] = Field(default_factory=dict)  # each counter ("gpu0", "intel-rapl:0")
+    joules_per_10k_above_idle: float | None = None  # (joules - idle power x seconds) / examples x 10,000
+    unavailable: dict[str, str] = Field(default_factory=dict)  # kind -> why its joules are not in the total
+    notes: list[str] = Field(default_factory=list)
+
+
+class InferenceEnergy(BaseModel):
+    """Energy of the inference measurement from hardware counters; ``available`` False: ``unavailable`` says
+    why for each kind (gpu, cpu_package, dram). Nothing is estimated."""
+
+    available: bool = False
+    covers: list[str] = Field(default_factory=list)  # the kinds in the totals, e.g. ["gpu", "cpu_package"]
+    unavailable: dict[str, str] = Field(default_factory=dict)
+    latency: EnergyWindow | None = None  # batch 1, every eval example once
+    throughput: EnergyWindow | None = None  # the timed offline passes
+    idle_power_w: float | None = None  # mean watts of the covered kinds before the measurement
+    idle_seconds: float | None = None
+    counters: list[dict] = Field(default_factory=list)  # what the meter read (EnergyMeter.describe())
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def joules_per_10k(self) -> float | None:
+        """The batch-1 figure (DAWNBench's inference is batch 1): what the leaderboard ranks."""
+        return self.latency.joules_per_10k if self.latency is not None else None
+
+
 class InferenceSettings(BaseModel):
     device: str
     amp: str
@@ -133,6 +173,7 @@ class InferenceResult(BaseModel):
     duration_s: float | None = None  # wall time of the whole command
     command: list[str] = Field(default_factory=list)
     loadgen: LoadgenResult | None = None
+    energy: InferenceEnergy | None = None  # None: a record made before energy was measured
 
     def save(self, run_dir: str | Path) -> Path:
         return atomic_write_text(Path(run_dir) / INFERENCE_FILE, self.model_dump_json(indent=2) + "\n")

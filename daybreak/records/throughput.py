@@ -5,6 +5,11 @@ Markdown views (and the plots) are regenerated from it. A configuration is ident
 model, mode, per-device batch size (as requested), precision, compile, devices per node, nodes, sequence length,
 image size, data, memory layout, device type and --threads (None = the default split of the cores); warm-up,
 steps and repeats are not part of it.
+
+Besides utilization of the *measured* peak (``daybreak peak``), a row on a GPU the datasheet catalog knows
+(daybreak.measure.datasheet) carries its MFU against the vendor's *datasheet* peak; on a CPU or an unknown GPU that
+MFU is empty and the row's notes say why. Energy (joules per sample) comes from the hardware counters read at the
+start and end of each timed repeat (daybreak.measure.energy), all ranks together, each physical counter once.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import json
 import math
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Literal
+import statistics
+from typing import Iterable, Literal, NamedTuple, Sequence
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -146,6 +152,21 @@ class ThroughputResult(BaseModel):
     peak_flops_per_s: float | None = None  # measured peak of all devices used together in that precision
     utilization: float | None = None  # achieved / peak, 0..1
     peak_bandwidth_bytes_per_s: float | None = None  # the measured copy bandwidth (per device)
+    # against the vendor's datasheet (daybreak.measure.datasheet): recomputed whenever the record is read
+    # (``with_flags``); None on a CPU or a GPU the catalog does not know, with the reason in ``notes``
+    math_precision: str | None = None  # what the worker says the math ran in: fp32 / tf32 / bf16 / fp16
+    mfu_precision: str | None = None  # the datasheet column MFU is against
+    datasheet_gpu: str | None = None  # the catalog row matched by device_name
+    datasheet_peak_flops_per_s: float | None = None  # all devices used together
+    mfu: float | None = None  # achieved_flops_per_s / datasheet_peak_flops_per_s, 0..1
+
+    # energy (daybreak.measure.energy): counters read at the start and end of each timed repeat, right after the
+    # device synchronize (and barrier), every rank together with each physical counter once
+    energy_j: list[float] = Field(default_factory=list)  # each repeat, the covered kinds (empty: unavailable)
+    joules_per_sample: float | None = None  # median over the repeats of joules / samples (global batch x steps)
+    mean_power_w: float | None = None  # median over the repeats of joules / seconds
+    energy_covers: list[str] = Field(default_factory=list)  # e.g. ["gpu", "cpu_package"]
+    energy_unavailable: dict[str, str] = Field(default_factory=dict)  # kind -> why it is not in the total
 
     # memory
     peak_memory_bytes: int | None = None  # accelerator: torch.cuda.max_memory_allocated, max over ranks
@@ -338,6 +359,90 @@ BASIS_TEXT = {
 }
 
 
+MFU_NOTE = "no MFU against a datasheet peak: "
+
+
+class DatasheetMfu(NamedTuple):
+    value: float | None  # model FLOP/s / datasheet peak of every device used
+    precision: str
+    peak_flops_per_s: float | None  # the datasheet peak x devices
+    gpu: str | None  # the catalog row
+    reason: str | None  # why there is no value (starts with MFU_NOTE)
+
+
+def mfu_precision(amp: str, device_type: str, device_name: str | None, tf32: bool | None) -> str:
+    """The datasheet column a configuration's MFU is against: the autocast precision; without autocast on a GPU,
+    TF32 where the math was allowed to run in it (``tf32``) and the GPU has TF32 (Ampere and later), else fp32."""
+    precision = AMP_TO_PRECISION.get(amp, amp)
+    if precision != "fp32" or device_type != "cuda" or not tf32 or not device_name:
+        return precision
+    from daybreak.measure.datasheet import datasheet_peak
+
+    return "tf32" if datasheet_peak(device_name, "tf32").tflops is not None else "fp32"
+
+
+def datasheet_mfu(achieved_flops_per_s: float | None, world_size: int, device_type: str, device_name: str | None,
+                  precision: str) -> DatasheetMfu:
+    """MFU of ``world_size`` devices named ``device_name`` against their datasheet peak; on anything but an NVIDIA
+    GPU of the catalog: no value, and the reason."""
+    from daybreak.measure.datasheet import mfu
+
+    def none(reason: str) -> DatasheetMfu:
+        return DatasheetMfu(None, precision, None, None, MFU_NOTE + reason)
+
+    if device_type != "cuda":
+        what = "a CPU" if device_type == "cpu" else f"{device_type}"
+        return none(f"the datasheet catalog lists NVIDIA GPUs only and this ran on {what}"
+                    + (f" ({device_name})" if device_name else "") + "; utilization of the measured peak applies")
+    if not device_name:
+        return none("the record does not name its GPU")
+    if achieved_flops_per_s is None or not math.isfinite(achieved_flops_per_s) or achieved_flops_per_s < 0:
+        return none("no achieved FLOP/s")
+    devices = max(int(world_size or 1), 1)
+    try:
+        m = mfu(achieved_flops_per_s / devices, device_name, precision)
+    except ValueError as e:  # an unknown precision name
+        return none(str(e))
+    if m.value is None:
+        return none(m.reason or "no datasheet peak")
+    return DatasheetMfu(m.value, m.peak.precision, m.peak.flops_per_s * devices, m.peak.model, None)  # type: ignore[operator]
+
+
+def with_mfu(row: ThroughputResult) -> ThroughputResult:
+    """``row`` with its MFU against the datasheet peak (or, in its notes, why it has none)."""
+    notes = [n for n in row.notes if not n.startswith(MFU_NOTE)]
+    empty = dict(mfu=None, mfu_precision=None, datasheet_gpu=None, datasheet_peak_flops_per_s=None)
+    if row.status != "ok":
+        return row.model_copy(update=dict(empty, notes=notes))
+    precision = row.math_precision or AMP_TO_PRECISION.get(row.config.amp, row.config.amp)
+    d = datasheet_mfu(row.achieved_flops_per_s, row.world_size, row.config.device, row.device_name, precision)
+    if d.reason:
+        notes.append(d.reason)
+        return row.model_copy(update=dict(empty, notes=notes))
+    return row.model_copy(update=dict(mfu=d.value, mfu_precision=d.precision, datasheet_gpu=d.gpu,
+                                      datasheet_peak_flops_per_s=d.peak_flops_per_s, notes=notes))
+
+
+def energy_fields(per_repeat_j: Sequence[float | None], times_s: Sequence[float], samples_per_repeat: int,
+                  covers: Sequence[str], unavailable: dict[str, str]) -> dict:
+    """The energy fields of a row from the joules of each timed repeat (None: not measured): joules per sample
+    and mean power are medians over the repeats, like the times."""
+    out: dict = dict(energy_j=[], joules_per_sample=None, mean_power_w=None, energy_covers=list(covers),
+                     energy_unavailable=dict(unavailable))
+    if not per_repeat_j or any(j is None or not math.isfinite(j) or j < 0 for j in per_repeat_j) \
+            or samples_per_repeat <= 0:
+        out["energy_covers"] = []
+        if not out["energy_unavailable"]:
+            out["energy_unavailable"] = {"total": "no energy counter read over every timed repeat"}
+        return out
+    joules = [float(j) for j in per_repeat_j]  # type: ignore[arg-type]
+    out["energy_j"] = joules
+    out["joules_per_sample"] = statistics.median(j / samples_per_repeat for j in joules)
+    powers = [j / t for j, t in zip(joules, times_s) if t > 0]
+    out["mean_power_w"] = statistics.median(powers) if powers else None
+    return out
+
+
 def figure_flags(row: ThroughputResult) -> list[str]:
     """Why a figure of ``row`` cannot be taken as a fact: above 100% of its ceiling, or a speedup above the
     number of devices. Empty when everything is plausible."""
@@ -353,10 +458,15 @@ def figure_flags(row: ThroughputResult) -> list[str]:
         flags.append(f"utilization {row.utilization:.0%} of the measured {row.peak_precision} peak is above 100%: "
                      "that peak is not this configuration's ceiling (measured on a busy machine, or at other "
                      "threads) - not a utilization figure")
+    if row.mfu is not None and row.mfu > 1.0:
+        flags.append(f"MFU {row.mfu:.0%} of the {row.datasheet_gpu} {row.mfu_precision} datasheet peak is above "
+                     "100%: the FLOP count, the time or the GPU named is wrong - not a utilization figure")
     return flags
 
 
 def with_flags(row: ThroughputResult) -> ThroughputResult:
+    """``row`` with its MFU against the datasheet (``with_mfu``) and the flags of every impossible figure."""
+    row = with_mfu(row)
     return row.model_copy(update=dict(flags=figure_flags(row)))
 
 
@@ -387,7 +497,8 @@ CSV_COLUMNS = [
     "samples_per_s", "samples_per_s_min", "samples_per_s_max", "median_time_s", "min_time_s", "max_time_s",
     "steps", "warmup", "repeats", "speedup", "ideal_speedup", "scaling_efficiency", "efficiency_basis",
     "flops_per_step", "flops_per_sample", "achieved_flops_per_s", "peak_precision", "peak_flops_per_s",
-    "utilization", "peak_memory_bytes", "peak_host_rss_bytes", "threads_per_process", "cpu_cores", "backend",
+    "utilization", "mfu", "mfu_precision", "datasheet_gpu", "datasheet_peak_flops_per_s", "joules_per_sample",
+    "mean_power_w", "energy_covers", "peak_memory_bytes", "peak_host_rss_bytes", "threads_per_process", "cpu_cores", "backend",
     "device_name", "error", "flags", "notes",
 ]
 
@@ -405,7 +516,10 @@ def _csv_row(r: ThroughputResult) -> dict:
         scaling_efficiency=r.scaling_efficiency, efficiency_basis=r.efficiency_basis or "",
         flops_per_step=r.flops_per_step, flops_per_sample=r.flops_per_sample,
         achieved_flops_per_s=r.achieved_flops_per_s, peak_precision=r.peak_precision,
-        peak_flops_per_s=r.peak_flops_per_s, utilization=r.utilization, peak_memory_bytes=r.peak_memory_bytes,
+        peak_flops_per_s=r.peak_flops_per_s, utilization=r.utilization, mfu=r.mfu, mfu_precision=r.mfu_precision,
+        datasheet_gpu=r.datasheet_gpu, datasheet_peak_flops_per_s=r.datasheet_peak_flops_per_s,
+        joules_per_sample=r.joules_per_sample, mean_power_w=r.mean_power_w, energy_covers="+".join(r.energy_covers),
+        peak_memory_bytes=r.peak_memory_bytes,
         peak_host_rss_bytes=r.peak_host_rss_bytes, threads_per_process=r.threads_per_process, cpu_cores=r.cpu_cores,
         backend=r.backend, device_name=r.device_name, error=r.error or "", flags="; ".join(r.flags),
         notes="; ".join(r.notes),
@@ -464,8 +578,11 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
             "speedup is relative to the same configuration on one device, efficiency = speedup / ideal speedup: "
             "the device count on GPUs; on CPUs, where the processes share the cores, the ratio of total threads "
             "(basis same_total_cores: 1 process x C threads vs D processes x C/D threads, ideal 1 per node; "
-            "same_threads_per_process with --threads). A figure marked (!) is above its ceiling and cannot be "
-            "true; the flags below each table say why.", ""]
+            "same_threads_per_process with --threads). Utilization is against the peak `daybreak peak` measured "
+            "on this machine; MFU against the vendor's datasheet peak (GPUs of daybreak's catalog only). Energy "
+            "per sample is the median over the repeats of the counters' joules (GPU, CPU package, DRAM where "
+            "they exist) / samples. A figure marked (!) is above its ceiling and cannot be true; the flags below "
+            "each table say why.", ""]
 
     groups: dict[tuple, list[ThroughputResult]] = {}
     for r in rows:
@@ -507,8 +624,8 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
 
     out += ["## All configurations", ""]
     header = ["model", "mode", "precision", "compile", "devices", "batch/device", "global batch", "samples/s",
-              "min-max", "speedup", "efficiency", "basis", "FLOP/step", "achieved", "utilization", "peak memory",
-              "status"]
+              "min-max", "speedup", "efficiency", "basis", "FLOP/step", "achieved", "utilization", "MFU (datasheet)",
+              "energy/sample", "peak memory", "status"]
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "---|" * len(header))
     for r in rows:
@@ -529,10 +646,25 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
             format_flops(r.achieved_flops_per_s, "FLOP/s") if r.achieved_flops_per_s is not None else "-",
             (f"{r.utilization:.1%} of {r.peak_precision}" + (" (!)" if r.utilization > 1 else ""))
             if r.utilization is not None else "-",
-            memory, status,
+            format_mfu(r), format_joules_per_sample(r), memory, status,
         ]) + " |")
     out.append("")
     return "\n".join(out)
+
+
+def format_mfu(r: ThroughputResult) -> str:
+    """``41.2% of A100 SXM bf16`` (with (!) above 100%), or ``-``."""
+    if r.mfu is None:
+        return "-"
+    return f"{r.mfu:.1%} of {r.datasheet_gpu} {r.mfu_precision}" + (" (!)" if r.mfu > 1 else "")
+
+
+def format_joules_per_sample(r: ThroughputResult) -> str:
+    if r.joules_per_sample is None:
+        return "-"
+    j = r.joules_per_sample
+    text = f"{j * 1000:.3g} mJ" if j < 1 else f"{j:.3g} J"
+    return text + (f" ({'+'.join(r.energy_covers)})" if r.energy_covers else "")
 
 
 def _scaling_flagged(r: ThroughputResult) -> bool:
@@ -548,10 +680,18 @@ def _flag_lines(rows: list[ThroughputResult]) -> list[str]:
         out += ["Flags (figures marked (!), not facts):", ""]
         out += [f"- (!) {_md_cell(r.config.label())}: {_md_cell(f)}" for r, f in flagged]
         out.append("")
-    noted = [(r, n) for r in rows for n in r.notes]
+    noted: dict[str, list[ThroughputResult]] = {}
+    for r in rows:
+        for n in r.notes:
+            noted.setdefault(n, []).append(r)
     if noted:
         out += ["Notes:", ""]
-        out += [f"- {_md_cell(r.config.label())}: {_md_cell(n)}" for r, n in noted]
+        for n, which in noted.items():
+            where = (which[0].config.label() if len(which) == 1 else
+                     "every configuration above" if len(which) == len(rows) else
+                     f"{len(which)} configurations ({', '.join(r.config.label() for r in which[:3])}"
+                     + (", ..." if len(which) > 3 else "") + ")")
+            out.append(f"- {_md_cell(where)}: {_md_cell(n)}")
         out.append("")
     return out
 

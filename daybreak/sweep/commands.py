@@ -77,8 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "per-device batch size, precision, torch.compile and device count, each in a fresh process "
                     "(torchrun + DDP for several devices). Skips --warmup steps, times --steps steps --repeats "
                     "times with the device synchronized and reports the median; also FLOPs per step, achieved "
-                    "FLOP/s, utilization of the measured peak (`daybreak peak`), peak memory and the speedup over "
-                    "one device. Results go to DIR/results.jsonl (appended per configuration; re-running skips "
+                    "FLOP/s, utilization of the measured peak (`daybreak peak`), MFU against the GPU's datasheet "
+                    "peak (GPUs of daybreak's catalog), joules per sample from the energy counters where they "
+                    "exist, peak memory and the speedup over one device. Results go to DIR/results.jsonl (appended per configuration; re-running skips "
                     "what is there), results.csv, results.md and plots.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -182,12 +183,37 @@ def cmd_throughput(args: argparse.Namespace) -> int:
                              f"basis {row.efficiency_basis})")
                 print(f"  {row.config.label():<60} {row.samples_per_s:>12,.1f} samples/s{extra}"
                       + ("  (!)" if row.flags else ""))
+                figures = _figures(row)
+                if figures:
+                    print(f"      {figures}")
                 for flag in row.flags:
                     print(f"      (!) {flag}")
             else:
                 print(f"  {row.config.label():<60} {row.status.upper()}: {row.error}")
     bad = [r for r in outcome.rows if r.status in ("failed", "timeout")]
     return EXIT_SOME_FAILED if bad else EXIT_OK
+
+
+def _figures(row) -> str:
+    """Utilization of the measured peak next to MFU against the datasheet peak, and energy per sample."""
+    from daybreak.records.throughput import MFU_NOTE, format_joules_per_sample, format_mfu
+
+    parts = []
+    if row.utilization is not None:
+        parts.append(f"utilization {row.utilization:.1%} of the measured {row.peak_precision} peak"
+                     + (" (!)" if row.utilization > 1 else ""))
+    if row.mfu is not None:
+        parts.append(f"MFU {format_mfu(row)} datasheet peak")
+    else:
+        why = next((n[len(MFU_NOTE):] for n in row.notes if n.startswith(MFU_NOTE)), None)
+        if why:
+            parts.append(f"no datasheet MFU ({why.split(';')[0]})")
+    if row.joules_per_sample is not None:
+        parts.append(f"{format_joules_per_sample(row)} per sample, {row.mean_power_w:.1f} W"
+                     if row.mean_power_w is not None else f"{format_joules_per_sample(row)} per sample")
+    elif row.energy_unavailable:
+        parts.append("energy unavailable (see results.jsonl)")
+    return "; ".join(parts)
 
 
 def cmd_peak(args: argparse.Namespace) -> int:

@@ -9,7 +9,10 @@ What it does, in order:
 2. count the FLOPs of one step (forward + backward for train, forward for infer) with FlopCounterMode on the
    unwrapped model, once, before anything is timed;
 3. run ``warmup`` steps (compilation happens here), then ``repeats`` windows of ``steps`` steps, each timed
-   with ``perf_counter_ns`` after synchronizing the device (and, with DDP, a barrier) at both ends;
+   with ``perf_counter_ns`` after synchronizing the device (and, with DDP, a barrier) at both ends; the energy
+   counters (daybreak.measure.energy: this rank's GPU by UUID and the node's CPU powercap zones) are read right
+   after the synchronize and barrier at both ends too, and every rank's joules are combined (each physical
+   counter once);
 4. write a WorkerReport as JSON: the first process of each node (local rank 0) writes R.json, so the node that
    records results has one whichever global rank torchrun's rendezvous gave it; the ranks' timed windows are
    aligned by the barriers, so every node's report carries the same times. Another rank writes
@@ -87,8 +90,21 @@ class WorkerReport(BaseModel):
     cpu_cores: int | None = None  # cores this process may run on (its affinity mask)
     data_official: bool | None = None  # --data: whether the files match the official checksums
     data_notes: list[str] = Field(default_factory=list)  # --data: the reader's notes (custom data, ...)
+    math_precision: str | None = None  # what the model's math ran in: fp32 / tf32 / bf16 / fp16
+    energy_j: list[float | None] = Field(default_factory=list)  # each timed repeat, all ranks (None: not read)
+    energy_covers: list[str] = Field(default_factory=list)  # the kinds in those totals
+    energy_unavailable: dict[str, str] = Field(default_factory=dict)  # kind -> why it is not in the totals
     system: dict[str, Any] | None = None
     finished_at: float = Field(default_factory=time.time)
+
+    def row_fields(self, steps: int) -> dict[str, Any]:
+        """What a ThroughputResult takes from this report besides the times: the precision the math ran in and
+        the energy of the timed repeats (joules per sample, mean power)."""
+        from daybreak.records.throughput import energy_fields
+
+        return {"math_precision": self.math_precision,
+                **energy_fields(self.energy_j, self.times_s, self.global_batch_size * steps, self.energy_covers,
+                                self.energy_unavailable)}
 
 
 # --- what to run --------------------------------------------------------------------------------------------
@@ -261,6 +277,69 @@ def host_rss_peak_bytes() -> int | None:
             return None
 
 
+def math_precision(config: ThroughputConfig, device: torch.device) -> str:
+    """What the model's matmuls/convolutions run in: the autocast precision; without autocast on an Ampere or
+    later GPU, TF32 where torch allows it for the model's dominant operation (convolutions through cuDNN for the
+    image models, matmuls for BERT), else fp32."""
+    precision = {"off": "fp32", "bf16": "bf16", "fp16": "fp16"}[config.amp]
+    if precision != "fp32" or device.type != "cuda":
+        return precision
+    if torch.cuda.get_device_capability(device)[0] < 8:
+        return "fp32"
+    allowed = (torch.backends.cuda.matmul.allow_tf32 if model_kind(config.model) == "tokens"
+               else torch.backends.cudnn.allow_tf32)
+    return "tf32" if allowed else "fp32"
+
+
+class RepeatEnergy:
+    """The energy counters of this rank (its GPU, the node's CPU zones), read at each timed repeat's ends."""
+
+    def __init__(self, device: torch.device, rank: int):
+        from daybreak.measure.energy import EnergyMeter, torch_gpu_uuid
+
+        gpus: list[int | str] = []
+        if device.type == "cuda":
+            uuid = torch_gpu_uuid(device.index or 0)
+            gpus = [uuid] if uuid else [device.index or 0]
+        self.meter = EnergyMeter(gpus=gpus, rank=rank)
+        self.windows: list = []  # (start, end) snapshot of each repeat
+        self._open = None
+
+    def start(self) -> None:
+        self._open = self.meter.read()
+
+    def stop(self) -> None:
+        self.windows.append((self._open, self.meter.read()))
+
+    def deltas(self) -> list:
+        from daybreak.measure.energy import delta
+
+        return [delta(a, b) for a, b in self.windows]
+
+    def close(self) -> None:
+        self.meter.close()
+
+
+def combine_repeats(per_rank: list[list]) -> tuple[list[float | None], list[str], dict[str, str]]:
+    """Every rank's per-repeat EnergyDelta -> (joules of each repeat, all ranks, each counter once; the kinds
+    those totals cover; why a kind is not in them)."""
+    from daybreak.measure.energy import combine_ranks
+
+    repeats = min((len(r) for r in per_rank), default=0)
+    joules: list[float | None] = []
+    covers: list[str] = []
+    unavailable: dict[str, str] = {}
+    for i in range(repeats):
+        combined = combine_ranks([r[i] for r in per_rank])
+        joules.append(combined.total_j)
+        if i == 0:
+            covers, unavailable = list(combined.total_covers), dict(combined.unavailable)
+        elif combined.total_covers != covers:  # a kind that dropped out on the way: no consistent total
+            joules[-1] = None
+            unavailable.update(combined.unavailable)
+    return joules, covers, unavailable
+
+
 def _inject_failures(batch: int) -> None:
     limit = os.environ.get("DAYBREAK_SWEEP_OOM_ABOVE")
     if limit and batch > int(limit):
@@ -371,26 +450,39 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
             with torch.inference_mode(), autocast(device, config.amp):
                 runnable(x)
 
-    progress.update("warm-up" + (" (compiling)" if config.compile else ""))
-    for i in range(config.warmup):
-        step()
-        progress.update("warm-up", i + 1)
-    synchronize(device)
-    barrier()
-    init_s = time.perf_counter() - t_start
-
-    times: list[float] = []
-    for r in range(config.repeats):
-        progress.update(f"repeat {r + 1}/{config.repeats}")
-        synchronize(device)
-        barrier()
-        t0 = time.perf_counter_ns()
-        for _ in range(config.steps):
+    energy = RepeatEnergy(device, rank)
+    try:
+        progress.update("warm-up" + (" (compiling)" if config.compile else ""))
+        for i in range(config.warmup):
             step()
+            progress.update("warm-up", i + 1)
         synchronize(device)
         barrier()
-        times.append((time.perf_counter_ns() - t0) / 1e9)
-        progress.update(f"repeat {r + 1}/{config.repeats}", config.warmup + (r + 1) * config.steps)
+        init_s = time.perf_counter() - t_start
+
+        times: list[float] = []
+        for r in range(config.repeats):
+            progress.update(f"repeat {r + 1}/{config.repeats}")
+            synchronize(device)
+            barrier()
+            energy.start()  # after the synchronize and barrier, just before the clock starts
+            t0 = time.perf_counter_ns()
+            for _ in range(config.steps):
+                step()
+            synchronize(device)
+            barrier()
+            times.append((time.perf_counter_ns() - t0) / 1e9)
+            energy.stop()  # just after the clock stops
+            progress.update(f"repeat {r + 1}/{config.repeats}", config.warmup + (r + 1) * config.steps)
+    finally:
+        energy.close()
+    deltas = energy.deltas()
+    if world > 1:  # every rank's joules, so that each node's report has the job's (each counter once)
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, deltas)
+        energy_j, energy_covers, energy_unavailable = combine_repeats(gathered)
+    else:
+        energy_j, energy_covers, energy_unavailable = combine_repeats([deltas])
 
     peak_mem = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     rss = host_rss_peak_bytes()
@@ -413,7 +505,8 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
         times_s=times, flops_per_step_per_device=flops, input_shape=work.input_shape, peak_memory_bytes=peak_mem,
         peak_host_rss_bytes=rss, backend=backend, threads=torch.get_num_threads(), device_name=device_name,
         optimizer=optimizer_name, init_s=init_s, cpu_cores=cpu_cores(), data_official=work.data_official,
-        data_notes=work.data_notes, system=system,
+        data_notes=work.data_notes, math_precision=math_precision(config, device), energy_j=energy_j,
+        energy_covers=energy_covers, energy_unavailable=energy_unavailable, system=system,
     )
     if world > 1:
         barrier()
