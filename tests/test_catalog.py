@@ -14,7 +14,7 @@ import daybreak
 from daybreak.cli import main
 from daybreak.data.base import TaskData
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.tasks import get_task as leaderboard_task
+from daybreak.leaderboard.tasks import leaderboard_task
 from daybreak.metrics import METRICS
 from daybreak.models import MODELS, count_parameters, create_model
 from daybreak.recipes import RECIPES, get_recipe

@@ -133,10 +133,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.importer import import_paths
     from daybreak.leaderboard.submission import printable
     from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.tasks import get_task
+    from daybreak.leaderboard.tasks import leaderboard_task
 
     if args.task is not None:
-        get_task(args.task)
+        leaderboard_task(args.task)
     with Store(args.db) as store:
         _say_migrated(store)
         report = import_paths(store, list(args.paths), task=args.task)
@@ -185,9 +185,9 @@ def _table(rows: list[dict], header: str) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.ranking import get_objective, leaderboard, parse_provenance
     from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.tasks import get_task
+    from daybreak.leaderboard.tasks import leaderboard_task
 
-    task = get_task(args.task)
+    task = leaderboard_task(args.task)
     objective = get_objective(args.objective)
     if args.top is not None and args.top < 1:
         raise ConfigError("--top must be at least 1")

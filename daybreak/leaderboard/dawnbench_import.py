@@ -30,7 +30,7 @@ from daybreak.leaderboard.submission import (
     accuracy_value, decode_text, number_field, one_line, parse_timestamp, reaches, text_field,
 )
 from daybreak.leaderboard.plausibility import MIN_CLOCK_S
-from daybreak.leaderboard.tasks import LeaderboardTask, get_task, task_from_label, task_names
+from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_from_label, task_names
 
 # DAWNBench's submission format requires these (every one of the competition's 118 JSON files has them, none
 # null or empty); a null is refused like a missing field.
@@ -176,12 +176,12 @@ def resolve_task(doc: dict, task: str | None, path: Path | None, what: str) -> L
             raise SubmissionError(f"{what}: unknown task {one_line(task, 40)!r} (known: {', '.join(task_names())})")
         if stated and stated != task:
             raise SubmissionError(f"{what}: task {task!r} was given but misc.daybreakTask says {stated!r}")
-        return get_task(task)
+        return leaderboard_task(task)
     if stated:
-        return get_task(stated)
+        return leaderboard_task(stated)
     found = task_from_path(path)
     if found:
-        return get_task(found)
+        return leaderboard_task(found)
     raise SubmissionError(f"{what}: cannot tell the task: put the file under a CIFAR10/, ImageNet/ or SQuAD/ folder "
                           f"or name it (--task / the 'task' field; known: {', '.join(task_names())})")
 

@@ -24,12 +24,12 @@ from daybreak.leaderboard.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
     SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches,
 )
-from daybreak.leaderboard.tasks import LeaderboardTask, get_task, task_names
+from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_names
 
 
 def _task(name: Any, what: str) -> LeaderboardTask:
     try:
-        return get_task(str(name))
+        return leaderboard_task(str(name))
     except ConfigError:
         raise SubmissionError(f"{what}: task {one_line(str(name), 40)!r} has no leaderboard "
                               f"(known: {', '.join(task_names())})") from None

@@ -23,7 +23,7 @@ from daybreak.fileio import atomic_write_text
 from daybreak.leaderboard.plot import curve_svg
 from daybreak.leaderboard.ranking import OBJECTIVES, Objective, format_hms, leaderboard
 from daybreak.leaderboard.submission import FORMAT_REPEAT, PROVENANCE_SELF
-from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, get_task
+from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, leaderboard_task
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 INDEX_TOP = 10
@@ -165,7 +165,7 @@ class Site:
                       reproductions: list[Any] | None = None, jobs: list[Any] | None = None) -> dict[str, Any]:
         """Everything the entry page shows. ``ranks``/``reproductions``: precomputed by the static export (one
         pass over each board); without them two COUNT queries per objective and one query find them."""
-        task = get_task(entry.task)
+        task = leaderboard_task(entry.task)
         rank_list, unranked = [], []
         for obj in OBJECTIVES.values():
             if obj.kind != entry.kind:
@@ -213,7 +213,7 @@ class Site:
     def board_html(self, task: str, objective: str, link: Link = server_link, page: int = 1,
                    per_page: int | None = PAGE_ROWS, provenance: Sequence[str] | None = None,
                    rows: list[dict[str, Any]] | None = None) -> str:
-        lb_task, obj = get_task(task), OBJECTIVES[objective]
+        lb_task, obj = leaderboard_task(task), OBJECTIVES[objective]
         total = self.store.count_ranked(lb_task.name, obj.column, provenance=provenance) if rows is None else len(rows)
         if rows is None:
             rows = leaderboard(self.store, lb_task.name, obj, top=per_page, offset=(page - 1) * (per_page or 0),

@@ -56,7 +56,7 @@ def task_names() -> list[str]:
     return [t.name for t in all_tasks()]
 
 
-def get_task(name: str) -> LeaderboardTask:
+def leaderboard_task(name: str) -> LeaderboardTask:
     for t in all_tasks():
         if t.name == name:
             return t
