@@ -92,7 +92,7 @@ class Instance(BaseModel):
         return True if self.gpu_model else None
 
 
-def _one_line(err: ValidationError) -> str:
+def _first_error(err: ValidationError) -> str:
     first = err.errors()[0]
     loc = [str(p) for p in first.get("loc", ())]
     where = ".".join(loc) or "entry"
@@ -113,7 +113,7 @@ def _parse(data: Any, origin: str) -> dict[str, Instance]:
         try:
             entry = Instance.model_validate(dict(item))
         except ValidationError as err:
-            raise ConfigError(f"{origin}: {label}: {_one_line(err)}") from None
+            raise ConfigError(f"{origin}: {label}: {_first_error(err)}") from None
         if entry.name in out:
             raise ConfigError(f"{origin}: {label}: instance {entry.name!r} is listed twice")
         out[entry.name] = entry

@@ -124,17 +124,17 @@ def test_report_plots_accuracy_against_energy_and_says_why_a_run_has_none(fake_r
 
 def test_report_without_any_energy_has_no_plot_but_the_reason(tmp_path, monkeypatch, capsys):
     from daybreak.analysis.report import energy_notes, run_table
-    from daybreak.analysis.sources import LoadedRun
+    from daybreak.analysis.sources import AnalyzedRun
 
     run = synth_run(seed=5)
     run.energy.unavailable = {"gpu": "nvml: the nvidia-ml-py package is not installed"}
-    loaded = [LoadedRun(path=tmp_path / "r", result=run)]
+    loaded = [AnalyzedRun(path=tmp_path / "r", result=run)]
     header, body = run_table(loaded)
     assert body[0][header.index("energy to target")] == "-"
     (note,) = energy_notes(loaded)
     assert note.startswith("No energy for") and "nvidia-ml-py" in note
     run2 = with_energy(synth_run(seed=6), watts=50.0)
-    loaded2 = [LoadedRun(path=tmp_path / "r2", result=run2)]
+    loaded2 = [AnalyzedRun(path=tmp_path / "r2", result=run2)]
     header, body = run_table(loaded2)
     from daybreak.analysis.report import joules
 
@@ -145,7 +145,7 @@ def test_report_without_any_energy_has_no_plot_but_the_reason(tmp_path, monkeypa
 
 def test_report_shows_the_inference_energy(tmp_path):
     from daybreak.analysis.report import inference_section
-    from daybreak.analysis.sources import LoadedRun
+    from daybreak.analysis.sources import AnalyzedRun
     from daybreak.records.inference import INFERENCE_FILE
 
     folder = tmp_path / "run"
@@ -153,11 +153,11 @@ def test_report_shows_the_inference_energy(tmp_path):
     run = synth_run(seed=7)
     run.save(folder)
     (folder / INFERENCE_FILE).write_text(json.dumps(inference_doc(joules_per_10k=12.5)))
-    section = inference_section([LoadedRun(path=folder, result=run)])
+    section = inference_section([AnalyzedRun(path=folder, result=run)])
     (header, body), = [v for k, v in section.parts if k == "table"]
     assert body[0][header.index("energy per 10,000")] == "12.5 J (gpu)"
     (folder / INFERENCE_FILE).write_text(json.dumps(inference_doc(joules_per_10k=None)))
-    section = inference_section([LoadedRun(path=folder, result=run)])
+    section = inference_section([AnalyzedRun(path=folder, result=run)])
     (header, body), = [v for k, v in section.parts if k == "table"]
     assert body[0][header.index("energy per 10,000")] == "-"
     assert any(k == "text" and "no inference energy" in v and "does not exist" in v for k, v in section.parts)

@@ -14,6 +14,7 @@ from PIL import Image
 from daybreak.cli import main
 from daybreak.data import image_transforms as T
 from daybreak.data import imagenet as inet
+from daybreak.data import imagenet_pipeline as pipeline
 from daybreak.errors import ChecksumError, DataError
 from daybreak.records.run import RunResult
 from daybreak.train.batches import BatchPlan
@@ -163,7 +164,7 @@ def test_an_undecodable_image_is_a_one_line_error_naming_it(tmp_path):
     bad = root / "train" / sorted(WNIDS)[0] / "broken.JPEG"
     bad.write_bytes(b"\xff\xd8 not really a jpeg")
     data = inet.load_imagenet(root, allow_custom_data=True)
-    data.configure(inet.PipelineSettings(image_size=16, eval_size=16, eval_resize=18, workers=0))
+    data.configure(pipeline.PipelineSettings(image_size=16, eval_size=16, eval_resize=18, workers=0))
     plan = BatchPlan(setup=SimpleNamespace(prepare=lambda x: x), batch_size=9, epochs=1, seed=0,
                      device=torch.device("cpu"), amp="off", ctx=DistContext())
     from daybreak.tasks.imagenet import ImageNetTrainBatches
@@ -248,9 +249,9 @@ def test_jpeg_draft_decodes_smaller_but_gives_the_same_crop(tmp_path):
 
 
 def test_sharded_sampler_gives_disjoint_shards_of_one_seeded_order():
-    settings = inet.PipelineSettings(image_size=64, size_schedule=((0, 32), (2, 48)))
-    one = inet.ShardedBatches(20, 4, 1, 0, seed=5, settings=settings)
-    two = [inet.ShardedBatches(20, 2, 2, r, seed=5, settings=settings) for r in range(2)]
+    settings = pipeline.PipelineSettings(image_size=64, size_schedule=((0, 32), (2, 48)))
+    one = pipeline.ShardedBatches(20, 4, 1, 0, seed=5, settings=settings)
+    two = [pipeline.ShardedBatches(20, 2, 2, r, seed=5, settings=settings) for r in range(2)]
     for epoch in (0, 2):
         for s in (one, *two):
             s.set_epoch(epoch)
@@ -266,16 +267,16 @@ def test_sharded_sampler_gives_disjoint_shards_of_one_seeded_order():
     first = list(one)
     one.set_epoch(1)
     assert list(one) != first  # a new order every epoch
-    again = inet.ShardedBatches(20, 4, 1, 0, seed=5, settings=settings)
+    again = pipeline.ShardedBatches(20, 4, 1, 0, seed=5, settings=settings)
     assert list(again) == first  # and the same one from the same seed
 
 
 def test_size_schedule_parsing():
-    assert inet.parse_size_schedule("0:128, 10:224") == ((0, 128), (10, 224))
-    assert inet.parse_size_schedule("") == ()
+    assert pipeline.parse_size_schedule("0:128, 10:224") == ((0, 128), (10, 224))
+    assert pipeline.parse_size_schedule("") == ()
     for bad in ("128", "0:128,0:224", "5:4"):
         with pytest.raises(Exception):
-            inet.parse_size_schedule(bad)
+            pipeline.parse_size_schedule(bad)
 
 
 # --- end to end ---------------------------------------------------------------------------------------------------

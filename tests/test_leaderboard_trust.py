@@ -1009,7 +1009,7 @@ def _as_entry(doc: dict, source_format: str = "daybreak.run"):
 
 
 def test_the_reproduction_plan_is_the_recorded_configuration():
-    from daybreak.leaderboard.reproduce import plan_for
+    from daybreak.leaderboard.reproduce_plan import plan_for
 
     doc = run_doc(seed=12, world_size=4, hyperparameters={**run_doc()["hyperparameters"], "epochs": 20, "lr": 0.05})
     doc["rules"], doc["eval_every_steps"] = "mlperf", 50
@@ -1037,7 +1037,7 @@ def test_the_reproduction_plan_is_the_recorded_configuration():
                         hyperparameters={"init_from": "/etc"}), "init_from"),
 ])
 def test_what_the_host_will_not_run(change, fragment):
-    from daybreak.leaderboard.reproduce import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce_plan import ReproduceError, plan_for
 
     doc = run_doc(seed=13)
     change(doc)

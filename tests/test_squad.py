@@ -11,6 +11,8 @@ import torch
 
 from daybreak.cli import main
 from daybreak.data import squad as sq
+from daybreak.data import squad_features as sqf
+from daybreak.data import squad_reader as sqr
 from daybreak.data.wordpiece import WordPieceTokenizer, load_vocab
 from daybreak.errors import ChecksumError, ConfigError, DataError
 from daybreak.models.bert import BertConfig, bert_base
@@ -187,31 +189,31 @@ def test_reader_reports_bad_json_missing_keys_and_counts_bad_offsets(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"data": [')
     with pytest.raises(DataError) as e:
-        sq.read_squad_file(bad, training=True)
+        sqr.read_squad_file(bad, training=True)
     assert "not valid JSON" in str(e.value) and single_line(str(e.value))
     bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "abc", "qas": [{"id": "1", "answers": []}]}]}]}))
     with pytest.raises(DataError) as e:
-        sq.read_squad_file(bad, training=True)
+        sqr.read_squad_file(bad, training=True)
     assert "data[0].paragraphs[0].qas[0]" in str(e.value) and "question" in str(e.value)
     good = {"id": "1", "question": "q", "answers": [{"text": "abc", "answer_start": 0}]}
     shifted = {"id": "2", "question": "q", "answers": [{"text": "abc", "answer_start": 1}]}
     outside = {"id": "3", "question": "q", "answers": [{"text": "abc", "answer_start": 99}]}
     obj = {"data": [{"paragraphs": [{"context": "abc def", "qas": [good, shifted, outside]}]}]}
-    train = sq.parse_squad(obj, "train.json", training=True)
+    train = sqr.parse_squad(obj, "train.json", training=True)
     assert [q.qid for q in train.questions] == ["1"] and train.bad_offsets == 2 and train.skipped == 2
     assert "2 training question(s) skipped" in train.note()
-    dev = sq.parse_squad(obj, "dev.json", training=False)
+    dev = sqr.parse_squad(obj, "dev.json", training=False)
     assert [q.qid for q in dev.questions] == ["1", "2", "3"] and dev.skipped == 0
     assert dev.questions[1].answer_span is None and dev.questions[0].answer_span == (0, 3)
 
 
-def _split(context: str, question: str, answer: str) -> tuple[sq.SquadSplit, WordPieceTokenizer]:
+def _split(context: str, question: str, answer: str) -> tuple[sqr.SquadSplit, WordPieceTokenizer]:
     words = sorted({w for w in (context + " " + question).replace(".", " . ").split()})
     tok = WordPieceTokenizer({t: i for i, t in enumerate(SPECIALS + words)})
     obj = {"data": [{"paragraphs": [{"context": context, "qas": [
         {"id": "q", "question": question, "answers": [{"text": answer, "answer_start": context.index(answer)}]}]}]}]}
-    split = sq.parse_squad(obj, "x.json", training=True)
-    sq.tokenize_split(split, tok)
+    split = sqr.parse_squad(obj, "x.json", training=True)
+    sqr.tokenize_split(split, tok)
     return split, tok
 
 
@@ -219,7 +221,7 @@ def test_windows_with_stride_targets_and_max_context():
     context = "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9"  # 10 context tokens
     split, tok = _split(context, "w3", "w7 w8")
     # L = 10: [CLS] q [SEP] + 6 context + [SEP]; windows start every 3 tokens: [0,6) [3,9) [6,10)
-    feats = sq.featurize(split, tok, sq.WindowConfig(max_seq_len=10, doc_stride=3, max_query_len=4))
+    feats = sqf.featurize(split, tok, sqf.WindowConfig(max_seq_len=10, doc_stride=3, max_query_len=4))
     assert len(feats) == 3 and feats.question.tolist() == [0, 0, 0]
     assert feats.x.dtype == torch.int64 and feats.x.shape == (3, 3, 10)
     row = feats.x[1]
@@ -250,15 +252,15 @@ def test_best_span_respects_validity_length_and_max_context():
     logits[0, 3, 0] = 3.0
     logits[0, 4, 1] = 2.0
     valid = torch.tensor([[False, False, True, True, True, True, True, False]])
-    score, start, end = sq.best_spans(logits, valid, valid, n_best=20, max_answer_len=30)
+    score, start, end = sqf.best_spans(logits, valid, valid, n_best=20, max_answer_len=30)
     assert (start.item(), end.item()) == (3, 4) and score.item() == pytest.approx(5.0)
-    score, start, end = sq.best_spans(logits, valid, valid, n_best=20, max_answer_len=1)  # spans of one token
+    score, start, end = sqf.best_spans(logits, valid, valid, n_best=20, max_answer_len=1)  # spans of one token
     assert start.item() == end.item()
     no_start = valid.clone()
     no_start[0, 3] = False  # token 3 has its max context in another window
-    _, start, _ = sq.best_spans(logits, no_start, valid, n_best=20, max_answer_len=30)
+    _, start, _ = sqf.best_spans(logits, no_start, valid, n_best=20, max_answer_len=30)
     assert start.item() != 3
-    score, _, _ = sq.best_spans(logits, torch.zeros_like(valid), valid, n_best=20, max_answer_len=30)
+    score, _, _ = sqf.best_spans(logits, torch.zeros_like(valid), valid, n_best=20, max_answer_len=30)
     assert score.item() == float("-inf")
 
 

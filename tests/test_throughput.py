@@ -304,7 +304,7 @@ def test_user_errors_are_one_line(tmp_path, capsys):
 
 
 def test_worker_report_reads_a_failing_rank(tmp_path):
-    from daybreak.sweep.sweep import _read_report
+    from daybreak.sweep.attempt import _read_report
     from daybreak.sweep.worker import WorkerReport
 
     result = tmp_path / "result.json"
@@ -369,7 +369,7 @@ def test_a_much_slower_precision_is_recorded_as_emulated_not_as_a_ceiling(monkey
     assert result.flops_per_s["fp32"] > 0 and result.has("bf16")
     assert "EMULATED" in format_peak(result)
     # a sweep row in that precision gets no utilization, and says why
-    from daybreak.sweep.sweep import _Attempt, _result_from
+    from daybreak.sweep.attempt import _Attempt, _result_from
     from daybreak.sweep.worker import WorkerReport
 
     config = ThroughputConfig(model="digits_cnn", batch_size=8, amp="bf16", steps=2, repeats=2)
@@ -385,7 +385,8 @@ def test_a_much_slower_precision_is_recorded_as_emulated_not_as_a_ceiling(monkey
 
 
 def test_a_sweep_measures_only_the_precisions_and_thread_counts_it_needs():
-    from daybreak.sweep.sweep import expand, peak_needs, sweep_peaks
+    from daybreak.sweep.grid import expand
+    from daybreak.sweep.sweep import peak_needs, sweep_peaks
 
     options = small_sweep(Path("unused"), [], devices=[1, 2], amps=["off"], peak=None, peak_budget_s=3.0)
     configs = expand(options)
@@ -401,7 +402,7 @@ def test_a_sweep_measures_only_the_precisions_and_thread_counts_it_needs():
         assert not p.emulated and not p.unsupported and set(p.probe_flops_per_s) == {"fp32"}
     assert peak_needs(expand(small_sweep(Path("unused"), [], amps=["off", "bf16"], threads=1))) == {1: ["fp32", "bf16"]}
     from daybreak.sweep.peak import DEFAULT_BUDGET_S
-    from daybreak.sweep.sweep import DEFAULT_PEAK_BUDGET_S
+    from daybreak.sweep.grid import DEFAULT_PEAK_BUDGET_S
 
     assert DEFAULT_BUDGET_S == DEFAULT_PEAK_BUDGET_S == 60.0
 
@@ -440,7 +441,8 @@ def _row(devices: int, sps: float, threads: int, device: str = "cpu", explicit_t
 
 
 def test_impossible_figures_are_flagged_in_the_record_tables_and_plots(tmp_path):
-    from daybreak.sweep.sweep import SPEEDUP_PLOT, _summary, write_plots
+    from daybreak.sweep.sweep import _summary
+    from daybreak.sweep.views import SPEEDUP_PLOT, write_plots
 
     # the 2-core CPU: 1 process x 2 threads vs 2 processes x 1 thread, 4.72x "speedup", 450% of the peak
     one, two = with_scaling([_row(1, 10.0, 2, utilization=1.28), _row(2, 47.2, 1, utilization=4.5)])

@@ -15,9 +15,10 @@ import psutil
 import pytest
 
 from daybreak.cli import main
-from daybreak.external.mllog_reader import (
-    MllogEvent, ProgramEnd, TargetWatch, Tolerance, analyze, parse_line, parse_tolerance, verdict,
-)
+from daybreak.external.mllog_analysis import analyze
+from daybreak.external.mllog_clock import Tolerance, parse_tolerance
+from daybreak.external.mllog_reader import MllogEvent, TargetWatch, parse_line
+from daybreak.external.mllog_verdict import ProgramEnd, verdict
 from daybreak.errors import ConfigError
 from daybreak.records.run import RunResult
 

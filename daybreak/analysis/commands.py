@@ -322,7 +322,8 @@ def cmd_lesion(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from daybreak.analysis.generalization import GENERALIZATION_FILE, evaluate_run, format_entry
+    from daybreak.analysis.generalization import evaluate_run, format_entry
+    from daybreak.records.generalization import GENERALIZATION_FILE
 
     entry = evaluate_run(args.run_dir, args.data_dir, allow_custom_data=args.allow_custom_data, device=args.device,
                          amp=args.amp, threads=args.threads, command=["daybreak", *args.argv])

@@ -14,55 +14,15 @@ and counted per side; Fisher's exact test compares the reached fractions. On the
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, Field
-
-from daybreak.analysis.sources import LoadedRun, Provenance, collect_runs, provenance
+from daybreak.analysis.sources import AnalyzedRun, collect_runs, provenance
 from daybreak.analysis.stats import (fisher_reached, hedges_g, mann_whitney, mean, median, sample_std, welch_t)
 from daybreak.errors import ConfigError
+from daybreak.records.compare import CompareResult, CompareSide
 
 ALPHA = 0.05
 
 
-class CompareSide(BaseModel):
-    name: str  # "A" or "B"
-    paths: list[str]
-    task: str
-    recipes: list[str]
-    target: float
-    n_runs: int
-    n_reached: int
-    excluded: list[str] = Field(default_factory=list)  # run dirs excluded (did not reach), with status
-    times_s: list[float]
-    mean_s: float | None
-    median_s: float | None
-    std_s: float | None
-
-
-class CompareResult(BaseModel):
-    schema_version: int = 1
-    kind: Literal["daybreak.compare"] = "daybreak.compare"
-    a: CompareSide
-    b: CompareSide
-    alpha: float
-    welch_t: float | None = None
-    welch_p: float | None = None
-    mannwhitney_u: float | None = None
-    mannwhitney_p: float | None = None
-    hedges_g: float | None = None  # A minus B, pooled std, small-sample corrected; negative: A faster
-    fisher_reached_p: float | None = None
-    mean_ratio: float | None = None  # mean A / mean B
-    verdict: Literal["A faster", "B faster", "no significant difference", "not enough runs"]
-    summary: str
-    effect_size: str = "Hedges' g (Cohen's d with pooled sample std x (1 - 3 / (4 (n_a + n_b) - 9))), A minus B"
-    unreached_policy: str = ("runs that did not reach the target are excluded from the time tests and counted "
-                             "(n_reached of n_runs); Fisher's exact test compares the reached fractions")
-    notes: list[str] = Field(default_factory=list)
-    provenance: Provenance
-
-
-def _side(name: str, paths: list[str], runs: list[LoadedRun]) -> CompareSide:
+def _side(name: str, paths: list[str], runs: list[AnalyzedRun]) -> CompareSide:
     reached = [r for r in runs if r.result.reached and r.result.time_to_target_s is not None]
     times = [r.result.time_to_target_s for r in reached]
     return CompareSide(

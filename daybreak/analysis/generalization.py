@@ -10,60 +10,11 @@ model is evaluated on its eval split with :func:`daybreak.train.evaluate.evaluat
 
 from __future__ import annotations
 
-import json
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-
-from daybreak.errors import ConfigError, RecordError
-from daybreak.fileio import atomic_write_text
-from daybreak.measure.system import SystemInfo
-
-GENERALIZATION_FILE = "generalization.json"
-
-
-class GeneralizationEntry(BaseModel):
-    kind: str = "daybreak.generalization"
-    run_id: str
-    task: str
-    recipe: str
-    model: str
-    metric: str
-    data_dir: str  # as given (without --data-dir: the run's own data folder, or its source for digits)
-    data_dir_resolved: str
-    data_default: bool = False  # no --data-dir: the data the run itself read
-    data_source: str
-    data_official: bool
-    n: int  # examples evaluated (the other set's eval split)
-    accuracy: float  # the task's metric on the other set
-    top1: float | None = None  # classification tasks
-    top5: float | None = None
-    original_accuracy: float | None  # the checkpoint's accuracy on the task's own eval set
-    original_data_source: str = ""
-    difference: float | None  # accuracy - original_accuracy (fraction; negative = worse)
-    checkpoint: str
-    checkpoint_epoch: float | None = None
-    device: str
-    amp: str
-    seconds: float
-    system: SystemInfo
-    evaluated_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
-    command: list[str] = Field(default_factory=list)
-
-
-_ENTRIES = TypeAdapter(list[GeneralizationEntry])
-
-
-def load_entries(run_dir: Path) -> list[GeneralizationEntry]:
-    path = Path(run_dir) / GENERALIZATION_FILE
-    if not path.exists():
-        return []
-    try:
-        return _ENTRIES.validate_json(path.read_bytes())
-    except (OSError, ValidationError, ValueError) as e:
-        raise RecordError(f"{path}: not a readable generalization record ({str(e).splitlines()[0][:160]})") from None
+from daybreak.errors import ConfigError
+from daybreak.records.generalization import GeneralizationEntry, load_entries, save_entries
 
 
 def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, allow_custom_data: bool = False,
@@ -117,10 +68,7 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, all
         command=list(command or []),
     )
     if write:
-        entries = load_entries(run_dir)
-        entries.append(entry)
-        atomic_write_text(run_dir / GENERALIZATION_FILE,
-                          json.dumps([json.loads(e.model_dump_json()) for e in entries], indent=2) + "\n")
+        save_entries(run_dir, [*load_entries(run_dir), entry])
     return entry
 
 

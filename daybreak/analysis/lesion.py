@@ -12,63 +12,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
-
-from daybreak.analysis.repeat import RepeatOptions, RepeatSummary, run_repeat
-from daybreak.analysis.sources import LESION_FILE, Provenance, load_json_model, provenance
+from daybreak.analysis.repeat import RepeatOptions, run_repeat
+from daybreak.analysis.sources import provenance
 from daybreak.analysis.stats import mean
 from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.lesion import LesionSummary, LesionVariant
+from daybreak.records.repeat import RepeatSummary
 
 PLOT_FILE = "lesion.png"
 MARKDOWN_FILE = "lesion.md"
 FULL = "full"
-
-
-class LesionVariant(BaseModel):
-    name: str  # "full" or "no-<switch>"
-    switched_off: list[str] = Field(default_factory=list)
-    hyperparameters: dict[str, Any]
-    directory: str  # relative to the lesion directory
-    n_runs: int
-    n_reached: int
-    reached_fraction: float | None
-    mean_time_to_target_s: float | None = None
-    std_time_to_target_s: float | None = None
-    mean_epochs_to_target: float | None = None
-    mean_final_accuracy: float | None = None
-    mean_best_accuracy: float | None = None
-    time_ratio: float | None = None  # mean time-to-target / the full recipe's
-    final_accuracy_ratio: float | None = None  # mean final accuracy / the full recipe's
-    final_accuracy_diff: float | None = None  # mean final accuracy - the full recipe's (fraction)
-    notes: list[str] = Field(default_factory=list)
-
-
-class LesionSummary(BaseModel):
-    schema_version: int = 1
-    kind: Literal["daybreak.lesion"] = "daybreak.lesion"
-    task: str
-    recipe: str
-    target: float
-    metric: str
-    switches: list[str]  # switched off, in the order given
-    runs_per: int
-    seeds: list[int]
-    overrides: dict[str, Any] = Field(default_factory=dict)
-    variants: list[LesionVariant]
-    method: str = ("time ratio = variant mean time-to-target (reached runs) / full recipe's; accuracy ratio = "
-                   "variant mean final accuracy / full recipe's; unreached runs are excluded from time means and "
-                   "counted in reached_fraction")
-    provenance: Provenance
-
-    def save(self, folder: Path) -> Path:
-        return atomic_write_text(Path(folder) / LESION_FILE, self.model_dump_json(indent=2) + "\n")
-
-    @classmethod
-    def load(cls, folder: Path) -> "LesionSummary":
-        return load_json_model(Path(folder) / LESION_FILE, cls, "daybreak.lesion")
 
 
 def parse_switches(text: str | list[str] | None, recipe: Any) -> list[str]:

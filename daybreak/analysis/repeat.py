@@ -1,10 +1,10 @@
 """`daybreak repeat`: the same recipe over N seeds, and the stability of its time-to-target.
 
 Each seed is a normal run directory ``OUT/seed-<seed>`` made in this process by
-:func:`daybreak.train.runner.run`. ``OUT/summary.json`` (:class:`RepeatSummary`) is rewritten after every run.
-A run that does not reach the target (or diverges) is recorded and the repeat goes on; its time is excluded from
-the time statistics and counted in ``reached_fraction``. A run that crashes is recorded ``failed`` (same
-treatment); a user error (bad flag, missing data) stops the repeat. Running it again with the same ``--out``
+:func:`daybreak.train.runner.run`. ``OUT/summary.json`` (:class:`daybreak.records.repeat.RepeatSummary`) is
+rewritten after every run. A run that does not reach the target (or diverges) is recorded and the repeat goes on;
+its time is excluded from the time statistics and counted in ``reached_fraction``. A run that crashes is recorded
+``failed`` (same treatment); a user error (bad flag, missing data) stops the repeat. Running it again with the same ``--out``
 reuses every finished seed directory (reached, not reached, diverged) whose settings match, and runs the others
 again (a seed directory left ``running``, ``interrupted`` or ``failed`` is cleared first).
 """
@@ -15,66 +15,18 @@ import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable
 
-from pydantic import BaseModel, Field
-
-from daybreak.analysis.sources import REPEAT_FILE, Provenance, jsonable, load_json_model, provenance
-from daybreak.analysis.stats import EpochStats, TimeStats, epoch_stats, time_stats
+from daybreak.analysis.sources import jsonable, provenance
+from daybreak.analysis.stats import epoch_stats, time_stats
 from daybreak.errors import ConfigError, DaybreakError, RecordError
-from daybreak.fileio import atomic_write_text
+from daybreak.records.repeat import RepeatRun, RepeatSummary
 from daybreak.records.run import RunResult
 
 if TYPE_CHECKING:
     from daybreak.train.runner import RunConfig
 
 FINISHED = ("reached", "not_reached", "diverged")
-UNREACHED_POLICY = ("runs that did not reach the target (not_reached, diverged, failed) have no time-to-target: "
-                    "they are excluded from the time and epoch statistics and counted in reached_fraction")
-
-
-class RepeatRun(BaseModel):
-    seed: int
-    run_dir: str  # relative to the repeat directory
-    run_id: str
-    status: str
-    reached: bool
-    time_to_target_s: float | None = None
-    epochs_to_target: float | None = None
-    final_accuracy: float | None = None
-    best_accuracy: float | None = None
-    train_s: float | None = None
-    device: str | None = None
-    reused: bool = False  # found finished in the directory, not run by this invocation
-
-
-class RepeatSummary(BaseModel):
-    schema_version: int = 1
-    kind: Literal["daybreak.repeat"] = "daybreak.repeat"
-    task: str
-    recipe: str
-    model: str
-    metric: str
-    target: float
-    hyperparameters: dict[str, Any]
-    overrides: dict[str, Any] = Field(default_factory=dict)
-    seeds: list[int]
-    n_runs: int
-    n_reached: int
-    reached_fraction: float | None
-    time_to_target: TimeStats
-    epochs_to_target: EpochStats
-    unreached_policy: str = UNREACHED_POLICY
-    complete: bool = True  # False while seeds are still to run
-    runs: list[RepeatRun]
-    provenance: Provenance
-
-    def save(self, folder: Path) -> Path:
-        return atomic_write_text(Path(folder) / REPEAT_FILE, self.model_dump_json(indent=2) + "\n")
-
-    @classmethod
-    def load(cls, folder: Path) -> "RepeatSummary":
-        return load_json_model(Path(folder) / REPEAT_FILE, cls, "daybreak.repeat")
 
 
 def summarize(results: list[tuple[str, RunResult, bool]], *, overrides: dict[str, Any] | None = None,
@@ -102,7 +54,7 @@ def summarize(results: list[tuple[str, RunResult, bool]], *, overrides: dict[str
 
 
 def summarize_runs(runs: list) -> RepeatSummary:
-    """Summary of any loaded runs (``sources.LoadedRun``), e.g. a folder of run directories without summary.json."""
+    """Summary of any loaded runs (``sources.AnalyzedRun``), e.g. a folder of run directories without summary.json."""
     return summarize([(str(r.path), r.result, True) for r in runs], inputs=[str(r.path) for r in runs])
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from daybreak.analysis.tables import markdown_table, md_text  # noqa: F401 (re-exported)
-from daybreak.analysis.sources import LoadedRun, Provenance, classify, provenance, runs_in, unique_labels
+from daybreak.analysis.sources import AnalyzedRun, Provenance, classify, provenance, runs_in, unique_labels
 from daybreak.errors import ConfigError, DaybreakError
 from daybreak.fileio import atomic_write_text
 
@@ -60,7 +60,7 @@ class Section:
 
 @dataclass
 class ReportInputs:
-    runs: list[LoadedRun] = field(default_factory=list)
+    runs: list[AnalyzedRun] = field(default_factory=list)
     repeats: list[tuple[Path, Any]] = field(default_factory=list)  # (dir, RepeatSummary)
     lesions: list[tuple[Path, Any]] = field(default_factory=list)  # (dir, LesionSummary)
     sweeps: list[Path] = field(default_factory=list)
@@ -68,8 +68,8 @@ class ReportInputs:
 
 
 def gather(paths: list[str | Path]) -> ReportInputs:
-    from daybreak.analysis.lesion import LesionSummary
-    from daybreak.analysis.repeat import RepeatSummary
+    from daybreak.records.lesion import LesionSummary
+    from daybreak.records.repeat import RepeatSummary
 
     if not paths:
         raise ConfigError("give at least one run, repeat, lesion or sweep directory")
@@ -128,7 +128,7 @@ def run_energy(r: Any) -> str:
     return text + f" ({'+'.join(e.covers)})" if e.covers else text
 
 
-def energy_notes(runs: list[LoadedRun]) -> list[str]:
+def energy_notes(runs: list[AnalyzedRun]) -> list[str]:
     """One line per reason for the runs that carry no energy (their ``energy.unavailable``)."""
     labels = unique_labels(runs)
     by_reason: dict[str, list[str]] = {}
@@ -147,7 +147,7 @@ def energy_notes(runs: list[LoadedRun]) -> list[str]:
     return out
 
 
-def run_table(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
+def run_table(runs: list[AnalyzedRun]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "task", "recipe", "model", "status", "target", "time to target", "energy to target", "epochs",
               "final acc.", "best acc.", "device", "amp", "devices", "hardware", "official", "path"]
     body = []
@@ -181,8 +181,8 @@ def repeat_table(s: Any) -> tuple[list[str], list[list[str]]]:
     return ["statistic", "value"], rows
 
 
-def generalization_table(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]] | None:
-    from daybreak.analysis.generalization import load_entries
+def generalization_table(runs: list[AnalyzedRun]) -> tuple[list[str], list[list[str]]] | None:
+    from daybreak.records.generalization import load_entries
 
     body = []
     for run in runs:
@@ -222,7 +222,7 @@ INFER_HINT = ("run `daybreak infer RUN_DIR` to measure batch-1 latency, throughp
               "(it writes RUN_DIR/inference.json)")
 
 
-def inference_section(runs: list[LoadedRun]) -> Section:
+def inference_section(runs: list[AnalyzedRun]) -> Section:
     """Latency percentiles, throughput, cost and the re-checked accuracy of every run with an inference.json."""
     from daybreak.records.inference import INFERENCE_FILE, InferenceResult
 
@@ -413,11 +413,11 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
     for i, (folder, summary) in enumerate(got.repeats):
         add(f"Stability ({folder})", lambda i=i, folder=folder, summary=summary: repeat_section(i, folder, summary))
 
-    by_task: dict[str, list[LoadedRun]] = {}
+    by_task: dict[str, list[AnalyzedRun]] = {}
     for run in got.runs:
         by_task.setdefault(run.result.task, []).append(run)
 
-    def threshold_section(i: int, task_name: str, task_runs: list[LoadedRun]) -> Section:
+    def threshold_section(i: int, task_name: str, task_runs: list[AnalyzedRun]) -> Section:
         a = th.analyze_threshold([], runs=task_runs, command=command)
         s = Section("Threshold sensitivity" + (f": {task_name}" if len(by_task) > 1 else ""))
         if len(a.runs) <= MAX_RUN_COLUMNS:

@@ -14,71 +14,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from daybreak.analysis.sources import LoadedRun, Provenance, classify, provenance, runs_in
+from daybreak.analysis.sources import AnalyzedRun, classify, provenance, runs_in
 from daybreak.analysis.stats import mean, speedups
 from daybreak.errors import ConfigError, RecordError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.scaling import (
+    RunScalingGroup, RunScalingRow, ScalingAnalysis, ThroughputScalingGroup, ThroughputScalingRow,
+)
 
-JSON_FILE = "scaling.json"
 PLOT_FILE = "scaling.png"
 MARKDOWN_FILE = "scaling.md"
-
-
-class ThroughputScalingRow(BaseModel):
-    world_size: int
-    samples_per_s: float
-    speedup: float | None = None
-    efficiency: float | None = None
-    efficiency_basis: str | None = None  # the sweep's basis (devices / same_total_cores / same_threads_per_process)
-    flags: list[str] = []  # figures that cannot be true, with the reason (never shown as plain facts)
-
-
-class ThroughputScalingGroup(BaseModel):
-    label: str
-    source: str
-    baseline_devices: int
-    rows: list[ThroughputScalingRow]
-
-
-class RunScalingRow(BaseModel):
-    world_size: int
-    n_runs: int
-    n_reached: int
-    global_batch_size: int | None = None
-    mean_time_to_target_s: float | None = None  # reached runs only
-    mean_epochs_to_target: float | None = None
-    mean_time_per_epoch_s: float | None = None  # every run with an evaluation
-    tta_speedup: float | None = None
-    tta_efficiency: float | None = None
-    epoch_speedup: float | None = None
-    epoch_efficiency: float | None = None
-    run_dirs: list[str] = Field(default_factory=list)
-
-
-class RunScalingGroup(BaseModel):
-    label: str
-    task: str
-    recipe: str
-    target: float
-    baseline_devices: int
-    rows: list[RunScalingRow]
-
-
-class ScalingAnalysis(BaseModel):
-    schema_version: int = 1
-    kind: Literal["daybreak.scaling"] = "daybreak.scaling"
-    throughput: list[ThroughputScalingGroup] = Field(default_factory=list)
-    runs: list[RunScalingGroup] = Field(default_factory=list)
-    method: str = ("speedup over the smallest device count measured in each group (1 when there is a 1-device "
-                   "row); efficiency = speedup / (devices / baseline devices); run groups: time-to-target speedup "
-                   "uses the mean over reached runs, time-per-epoch speedup the training clock per epoch at each "
-                   "run's last evaluation; unreached runs count only for time per epoch")
-    notes: list[str] = Field(default_factory=list)
-    provenance: Provenance
 
 
 def throughput_groups(folder: Path) -> list[ThroughputScalingGroup]:
@@ -113,7 +59,7 @@ def _throughput_row(r, sp: tuple[float | None, float | None]) -> ThroughputScali
         efficiency_basis=getattr(r, "efficiency_basis", None), flags=list(getattr(r, "flags", []) or []))
 
 
-def _time_per_epoch(run: LoadedRun) -> float | None:
+def _time_per_epoch(run: AnalyzedRun) -> float | None:
     """Training time per epoch (the train phase only: no data loading, init or evaluation, whatever the rules)."""
     h = run.result.history
     if not h or h[-1].epoch <= 0:
@@ -122,8 +68,8 @@ def _time_per_epoch(run: LoadedRun) -> float | None:
     return train / h[-1].epoch if train else h[-1].elapsed_s / h[-1].epoch
 
 
-def run_groups(runs: list[LoadedRun]) -> list[RunScalingGroup]:
-    groups: dict[tuple, list[LoadedRun]] = {}
+def run_groups(runs: list[AnalyzedRun]) -> list[RunScalingGroup]:
+    groups: dict[tuple, list[AnalyzedRun]] = {}
     for run in runs:
         r = run.result
         key = (r.task, r.recipe, r.target, json.dumps(r.hyperparameters, sort_keys=True, default=str), r.amp,
@@ -131,7 +77,7 @@ def run_groups(runs: list[LoadedRun]) -> list[RunScalingGroup]:
         groups.setdefault(key, []).append(run)
     out = []
     for (task, recipe, target, _hp, amp, dtype), members in groups.items():
-        by_world: dict[int, list[LoadedRun]] = {}
+        by_world: dict[int, list[AnalyzedRun]] = {}
         for m in members:
             by_world.setdefault(max(m.result.world_size, 1), []).append(m)
         rows = []
@@ -168,11 +114,11 @@ def run_groups(runs: list[LoadedRun]) -> list[RunScalingGroup]:
 
 
 def analyze_scaling(paths: list[str | Path], command: list[str] | None = None,
-                    runs: list[LoadedRun] | None = None) -> ScalingAnalysis:
+                    runs: list[AnalyzedRun] | None = None) -> ScalingAnalysis:
     if not paths and not runs:
         raise ConfigError("give throughput sweep directories or run directories")
     throughput: list[ThroughputScalingGroup] = []
-    collected: list[LoadedRun] = list(runs or [])
+    collected: list[AnalyzedRun] = list(runs or [])
     inputs: list[str] = []
     for p in paths:
         kind, folder = classify(p)
@@ -226,7 +172,7 @@ def write_scaling(a: ScalingAnalysis, out: Path) -> list[Path]:
     from daybreak.analysis.tables import markdown_table
 
     out.mkdir(parents=True, exist_ok=True)
-    written = [atomic_write_text(out / JSON_FILE, a.model_dump_json(indent=2) + "\n")]
+    written = [a.save(out)]
     md = ["# Scaling", "", a.method + ".", ""]
     if a.throughput:
         md += ["## Throughput", "", markdown_table(*throughput_table(a)), ""]

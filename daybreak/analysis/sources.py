@@ -12,30 +12,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
 from daybreak.errors import RecordError
-from daybreak.measure.system import SystemInfo
+from daybreak.records.lesion import LESION_FILE, LesionSummary
+from daybreak.records.provenance import Provenance
+from daybreak.records.repeat import REPEAT_FILE, RepeatSummary
 from daybreak.records.run import RESULT_FILE, RunResult
 
-REPEAT_FILE = "summary.json"
-LESION_FILE = "lesion.json"
 SWEEP_FILE = "results.jsonl"
 
 Kind = Literal["run", "repeat", "lesion", "sweep", "runs"]
-
-
-class Provenance(BaseModel):
-    """Where an analysis came from: the inputs, the command and the machine that computed it."""
-
-    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
-    command: list[str] = Field(default_factory=list)
-    inputs: list[str] = Field(default_factory=list)  # the paths the analysis read
-    system: SystemInfo | None = None
 
 
 def provenance(inputs: list[str | Path], command: list[str] | None = None) -> Provenance:
@@ -78,9 +66,9 @@ def classify(path: str | Path) -> tuple[Kind, Path]:
         raise RecordError(f"{path}: give a run, repeat, lesion or sweep directory, not a file")
     if (path / RESULT_FILE).is_file():
         return "run", path
-    if (path / LESION_FILE).is_file() and _kind_of_json(path / LESION_FILE) == "daybreak.lesion":
+    if (path / LESION_FILE).is_file() and _kind_of_json(path / LESION_FILE) == LesionSummary.record_kind():
         return "lesion", path
-    if (path / REPEAT_FILE).is_file() and _kind_of_json(path / REPEAT_FILE) == "daybreak.repeat":
+    if (path / REPEAT_FILE).is_file() and _kind_of_json(path / REPEAT_FILE) == RepeatSummary.record_kind():
         return "repeat", path
     if (path / SWEEP_FILE).is_file():
         return "sweep", path
@@ -93,7 +81,10 @@ def classify(path: str | Path) -> tuple[Kind, Path]:
 
 
 @dataclass
-class LoadedRun:
+class AnalyzedRun:
+    """A run record found under a path given to an analysis, and the run directory it came from (not to be
+    confused with daybreak.infer.latency.LoadedRun, a run's model rebuilt for inference)."""
+
     path: Path
     result: RunResult
 
@@ -102,7 +93,9 @@ class LoadedRun:
         return str(self.path)
 
 
-def unique_labels(runs: list[LoadedRun]) -> dict[Path, str]:
+
+
+def unique_labels(runs: list[AnalyzedRun]) -> dict[Path, str]:
     """A short, unique name per run: the run ids if they are unique, else parent/name (``rep/seed-0``) for
     every run if those are, else the paths."""
     ids = [r.result.run_id for r in runs]
@@ -114,7 +107,7 @@ def unique_labels(runs: list[LoadedRun]) -> dict[Path, str]:
     return {r.path: str(r.path) for r in runs}
 
 
-def runs_in(path: str | Path) -> list[LoadedRun]:
+def runs_in(path: str | Path) -> list[AnalyzedRun]:
     """Every run record a run/repeat/lesion/runs directory holds (in name order). Sweeps have none."""
     kind, folder = classify(path)
     if kind == "sweep":
@@ -125,15 +118,15 @@ def runs_in(path: str | Path) -> list[LoadedRun]:
         dirs = _run_subdirs(folder, depth=2)
     else:
         dirs = _run_subdirs(folder, depth=1) or _run_subdirs(folder, depth=2)
-    return [LoadedRun(d, RunResult.load(d)) for d in dirs]
+    return [AnalyzedRun(d, RunResult.load(d)) for d in dirs]
 
 
-def collect_runs(paths: list[str | Path], what: str = "runs") -> list[LoadedRun]:
+def collect_runs(paths: list[str | Path], what: str = "runs") -> list[AnalyzedRun]:
     """All runs under ``paths`` (each a run, repeat, lesion or runs directory), without duplicates."""
     if not paths:
         raise RecordError(f"no {what} given")
     seen: set[Path] = set()
-    out: list[LoadedRun] = []
+    out: list[AnalyzedRun] = []
     for p in paths:
         for run in runs_in(p):
             key = run.path.resolve()
@@ -143,21 +136,6 @@ def collect_runs(paths: list[str | Path], what: str = "runs") -> list[LoadedRun]
     if not out:
         raise RecordError(f"no runs found in {', '.join(str(p) for p in paths)}")
     return out
-
-
-def load_json_model(path: Path, model: type[BaseModel], kind: str) -> Any:
-    """A pydantic record from a JSON file, with one-line errors."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RecordError(f"{path}: not readable JSON ({e})") from None
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        raise RecordError(f"{path}: not a {kind} record")
-    try:
-        return model.model_validate(data)
-    except Exception as e:  # noqa: BLE001 - pydantic ValidationError: one line
-        first = str(e).splitlines()
-        raise RecordError(f"{path}: invalid {kind} record ({first[1].strip() if len(first) > 1 else first[0]})") from None
 
 
 def jsonable(value: Any) -> Any:

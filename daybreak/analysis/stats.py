@@ -17,9 +17,7 @@ import math
 import statistics
 from typing import Iterable, Sequence
 
-from pydantic import BaseModel, Field
-
-CONFIDENCE = 0.95
+from daybreak.records.repeat import CONFIDENCE, EpochStats, TimeStats
 
 
 def _clean(values: Iterable[float | None]) -> list[float]:
@@ -78,32 +76,6 @@ def olympic_mean(values: Sequence[float]) -> float | None:
 def median(values: Sequence[float]) -> float | None:
     v = _clean(values)
     return statistics.median(v) if v else None
-
-
-class TimeStats(BaseModel):
-    """Statistics of the time-to-target of the runs that reached the target (seconds)."""
-
-    n: int  # runs that reached the target (the only ones with a time)
-    times_s: list[float] = Field(default_factory=list)  # in run order
-    mean_s: float | None = None
-    std_s: float | None = None  # sample std, ddof=1
-    cv: float | None = None  # std / mean
-    confidence: float = CONFIDENCE
-    ci_low_s: float | None = None  # Student-t interval of the mean
-    ci_high_s: float | None = None
-    olympic_mean_s: float | None = None  # fastest and slowest dropped; needs n >= 3
-    min_s: float | None = None
-    median_s: float | None = None
-    max_s: float | None = None
-
-
-class EpochStats(BaseModel):
-    """Epochs-to-target of the runs that reached the target."""
-
-    values: list[float] = Field(default_factory=list)
-    min: float | None = None
-    median: float | None = None
-    max: float | None = None
 
 
 def time_stats(times: Sequence[float], confidence: float = CONFIDENCE) -> TimeStats:

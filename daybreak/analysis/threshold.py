@@ -8,45 +8,17 @@ at its own target has no evaluations above it: use ``daybreak run --full-schedul
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from daybreak.analysis.sources import LoadedRun, Provenance, collect_runs, provenance, unique_labels
+from daybreak.analysis.sources import AnalyzedRun, collect_runs, provenance, unique_labels
 from daybreak.analysis.stats import mean, threshold_epochs, threshold_grid, threshold_times
 from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.threshold import ThresholdAnalysis, ThresholdRun
 
-JSON_FILE = "threshold.json"
 PLOT_FILE = "threshold.png"
 MARKDOWN_FILE = "threshold.md"
 DEFAULT_BELOW = 4.0  # points below the target
 DEFAULT_STEP = 0.5  # points
-
-
-class ThresholdRun(BaseModel):
-    run_dir: str
-    run_id: str
-    label: str = ""  # unique among the analysed runs (run id, or parent/run id)
-    task: str
-    recipe: str
-    seed: int
-    target: float
-    times_s: list[float | None]  # one per threshold
-    epochs: list[float | None]
-
-
-class ThresholdAnalysis(BaseModel):
-    schema_version: int = 1
-    kind: Literal["daybreak.threshold"] = "daybreak.threshold"
-    thresholds: list[float]  # fractions
-    runs: list[ThresholdRun]
-    mean_times_s: list[float | None] = Field(default_factory=list)  # over the runs that got there
-    reached_counts: list[int] = Field(default_factory=list)
-    method: str = ("time to a threshold = elapsed_s (training clock) of the first history entry with accuracy at "
-                   "or above it; None if none; runs that stopped at their target have no entries above it")
-    notes: list[str] = Field(default_factory=list)
-    provenance: Provenance
 
 
 def _percent(value: float, flag: str) -> float:
@@ -58,7 +30,7 @@ def _percent(value: float, flag: str) -> float:
 
 def analyze_threshold(paths: list[str | Path], start: float | None = None, stop: float | None = None,
                       step: float | None = None, command: list[str] | None = None,
-                      runs: list[LoadedRun] | None = None) -> ThresholdAnalysis:
+                      runs: list[AnalyzedRun] | None = None) -> ThresholdAnalysis:
     runs = runs if runs is not None else collect_runs(paths)
     notes: list[str] = []
     targets = sorted({r.result.target for r in runs})
@@ -107,7 +79,7 @@ def write_threshold(a: ThresholdAnalysis, out: Path) -> list[Path]:
     from daybreak.analysis.tables import markdown_table
 
     out.mkdir(parents=True, exist_ok=True)
-    written = [atomic_write_text(out / JSON_FILE, a.model_dump_json(indent=2) + "\n")]
+    written = [a.save(out)]
     header, body = table_rows(a)
     md = ["# Threshold sensitivity", "", a.method + ".", "", markdown_table(header, body), ""]
     md += [f"Note: {n}" for n in a.notes]

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from daybreak.errors import ChecksumError, DataError, OfflineError
 from daybreak.fileio import atomic_write
+from daybreak.text import one_line
 
 READ_TIMEOUT_S = 60  # per socket operation (connect, each read), not for the whole file
 CHUNK_BYTES = 1 << 20
@@ -49,11 +50,6 @@ class FoundFiles:
     paths: list[Path]
     official: bool
     notes: list[str]
-
-
-def one_line(err: object) -> str:
-    """An exception's text squeezed onto one line (messages must never span lines)."""
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:

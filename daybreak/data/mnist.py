@@ -13,8 +13,9 @@ import numpy as np
 import torch
 
 from daybreak.data.base import TaskData, task_data_dir
-from daybreak.data.download import OfficialFile, ensure_files, one_line
+from daybreak.data.download import OfficialFile, ensure_files
 from daybreak.errors import DataError
+from daybreak.text import one_line
 
 TASK = "mnist"
 NUM_CLASSES = 10

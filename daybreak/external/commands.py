@@ -87,7 +87,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from daybreak.external.mllog_reader import parse_tolerance
+    from daybreak.external.mllog_clock import parse_tolerance
     from daybreak.external.timer import TimeConfig, time_command, time_log
     from daybreak.train.runner import EXIT_CODES
 
@@ -127,32 +127,34 @@ def cmd_time(args: argparse.Namespace) -> int:
 
 
 def summary(result, run_dir: Path | None) -> str:  # noqa: ANN001 - RunResult, imported lazily
-    from daybreak.external.timer import EXTERNAL_FILE, PROGRAM_LOG
+    from daybreak.errors import RecordError
+    from daybreak.external.recorder import PROGRAM_LOG
+    from daybreak.records.external import ExternalRecord
     from daybreak.records.summary import format_summary
 
     text = format_summary(result, str(run_dir) if run_dir else None)
     extra: list[str] = []
     try:
-        ext = json.loads((Path(run_dir) / EXTERNAL_FILE).read_text(encoding="utf-8")) if run_dir else {}
-    except (OSError, ValueError):
-        ext = {}
-    clock = ext.get("clock_check") or {}
-    if ext.get("mode") == "log":
+        ext = ExternalRecord.load(run_dir) if run_dir else None
+    except RecordError:
+        ext = None
+    clock = ext.clock_check if ext is not None else None
+    if ext is not None and ext.mode == "log":
         extra.append("  clock check      not done: timestamps read from a log file (--log)")
         if result.analyzed_on is not None:
             extra.append(f"  analysed on      {result.analyzed_on.hardware_summary()} (the run's system is what the "
                          "log declares)")
-    elif clock.get("checked"):
-        state = "ok" if clock.get("trusted") else "FAILED"
+    elif clock is not None and clock.checked:
+        state = "ok" if clock.trusted else "FAILED"
         extra.append(f"  clock check      {state}: program vs wall clock, max deviation "
-                     f"{clock.get('max_deviation_s', 0):.3f} s over {clock.get('events_checked', 0)} record(s), "
-                     f"tolerance {clock.get('tolerance')}")
-    if ext:
-        bad = ext.get("malformed_records", 0)
-        extra.append(f"  mllog records    {ext.get('mllog_records', 0)} read" + (f", {bad} malformed" if bad else "")
-                     + (f"; program {ext['exit']}" if ext.get("exit") else "")
-                     + (" (ended by --stop-at-target)" if ext.get("stopped_by_daybreak") else ""))
-        if ext.get("program_log") and run_dir:
+                     f"{clock.max_deviation_s:.3f} s over {clock.events_checked} record(s), "
+                     f"tolerance {clock.tolerance}")
+    if ext is not None:
+        bad = ext.malformed_records
+        extra.append(f"  mllog records    {ext.mllog_records} read" + (f", {bad} malformed" if bad else "")
+                     + (f"; program {ext.exit}" if ext.exit else "")
+                     + (" (ended by --stop-at-target)" if ext.stopped_by_daybreak else ""))
+        if ext.program_log and run_dir:
             extra.append(f"  program output   {Path(run_dir) / PROGRAM_LOG}")
     return text + ("\n" + "\n".join(extra) if extra else "")
 

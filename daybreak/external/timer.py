@@ -7,41 +7,46 @@ unchanged and appended, line by line and flushed, to ``program.log``; the ``:::M
 
 The run directory is the same as `daybreak run`'s (result.json, dawnbench.json/.tsv, mllog.log), plus
 ``program.log`` and ``external.json`` (how the program ended, the clock check, malformed records).
+
+Here: the configuration, the checks before anything runs, ``--log FILE`` and the live session's loop. The
+child's process group, pipes and terminal are daybreak.external.child; the files, daybreak.external.recorder;
+reading and analysing the mllog stream, daybreak.external.mllog_reader / mllog_analysis / mllog_clock /
+mllog_verdict.
 """
 
 from __future__ import annotations
 
-import getpass
 import os
 import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
 
 from daybreak.errors import ConfigError, DataError
-from daybreak.external.mllog_reader import (
-    ACCURACY_UNITS, CHECKPOINT_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, RUN_START, RUN_STOP, SUBMISSION_PLATFORM,
-    Analysis, BadLine, MllogEvent, ProgramEnd, TargetWatch, Tolerance, analyze, describe_exit, parse_line, verdict,
+from daybreak.external.child import (
+    ProcessGroup, Terminal, TimingTerminated, install_signal_handlers, read_pipe, restore_signal_handlers,
 )
-from daybreak.fileio import atomic_write_json
+from daybreak.external.mllog_analysis import Analysis, analyze
+from daybreak.external.mllog_clock import Tolerance
+from daybreak.external.mllog_reader import (
+    ACCURACY_UNITS, CHECKPOINT_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, RUN_START, RUN_STOP, BadLine, MllogEvent,
+    TargetWatch, parse_line,
+)
+from daybreak.external.mllog_verdict import ProgramEnd, describe_exit
+from daybreak.external.recorder import ExternalRecorder
 from daybreak.measure.system import SystemInfo, system_info
-from daybreak.pricing import cost_usd, resolve_price
-from daybreak.records.dawnbench import write_dawnbench
-from daybreak.records.mllog import MLLOG_FILE
-from daybreak.records.run import ClockFigure, ClockRules, EpochRecord, PhaseInterval, RunResult
+from daybreak.pricing import resolve_price
+from daybreak.records.run import ClockRules, RunResult
 from daybreak.rules import DEFAULT_RULES, MLPERF, get_rules
 from daybreak.tasks import get_task
-from daybreak.train.runner import _check_out_dir, default_run_dir, normalize_target
+from daybreak.train.rundir import check_out_dir, default_run_dir
+from daybreak.train.runner import normalize_target
 
-PROGRAM_LOG = "program.log"
-EXTERNAL_FILE = "external.json"
 RECIPE = "external"
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (kept whole in program.log, in pieces)
 _SAME_CLOCK_SLACK_MS = 1000.0  # time_ms this close to daybreak's wall clock is read as the same clock
@@ -71,184 +76,6 @@ class TimeConfig:
     @property
     def rule_set(self) -> str:
         return MLPERF.name if self.count_eval else get_rules(self.rules).name
-
-
-# --- the run directory -------------------------------------------------------------------------------------
-class ExternalRecorder:
-    """Writes result.json + DAWNBench files (atomically), mllog.log and program.log (appended line by line)."""
-
-    def __init__(self, run_dir: Path, result: RunResult, config: TimeConfig, *, mode: str, task_target: float):
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.result = result
-        self.config = config
-        self.mode = mode  # "command" or "log"
-        self.task_target = task_target
-        # appended and flushed line by line (fsync'd at the end): a killed daybreak leaves whole lines behind
-        self._mllog = open(self.run_dir / MLLOG_FILE, "ab")
-        self._program = open(self.run_dir / PROGRAM_LOG, "ab") if mode == "command" else None
-        self.program_lines = 0
-        self.external: dict[str, Any] = {}
-        self.analysis: Analysis | None = None
-        self.bad_lines: list[BadLine] = []
-        self.extra_notes: list[str] = []  # notes of daybreak's own (e.g. how the launch was placed)
-        self.save()
-
-    def mllog_line(self, text: str) -> None:
-        self._mllog.write(text.rstrip("\n").encode("utf-8") + b"\n")
-        self._mllog.flush()
-
-    def program_line(self, raw: bytes) -> int:
-        """Append one line of program output; returns its 1-based line number in program.log."""
-        assert self._program is not None
-        self._program.write(raw + b"\n")
-        self._program.flush()
-        self.program_lines += 1
-        return self.program_lines
-
-    def author(self) -> str:
-        if self.config.author is not None:
-            return self.config.author
-        org = (self.analysis.submission.get("submission_org") if self.analysis else None)
-        if isinstance(org, str) and org.strip():
-            return org.strip()
-        try:
-            return getpass.getuser()
-        except Exception:  # noqa: BLE001 - no user name is fine
-            return ""
-
-    def save(self) -> None:
-        self.result.save(self.run_dir)
-        write_dawnbench(self.result, self.run_dir, author=self.author(), author_email=self.config.author_email)
-        atomic_write_json(self.run_dir / EXTERNAL_FILE, self._external_json())
-
-    def _external_json(self) -> dict[str, Any]:
-        a = self.analysis
-        first = self.bad_lines[0] if self.bad_lines else None
-        return {
-            "kind": "daybreak.external",
-            "schema_version": 1,
-            "mode": self.mode,
-            "command": self.config.command if self.mode == "command" else None,
-            "log_file": str(self.config.log) if self.config.log else None,
-            "program_log": PROGRAM_LOG if self.mode == "command" else None,
-            "stop_at_target": self.config.stop_at_target,
-            "grace_s": self.config.grace_s,
-            "rules": self.config.rule_set,
-            "count_eval": self.config.rule_set == MLPERF.name,  # deprecated alias of rules == "mlperf"
-            "warnings": list(self.result.warnings),
-            "accuracy_unit_option": self.config.unit,
-            "accuracy_unit": None if a is None else ("percent" if a.percent else "fraction"),
-            "clock_check": None if a is None else asdict(a.clock),
-            "mllog_records": 0 if a is None else a.events,
-            "malformed_records": len(self.bad_lines),
-            "first_malformed": None if first is None else {"line": first.lineno, "reason": first.reason,
-                                                             "text": first.text[:500]},
-            "run_start_line": None if a is None or a.run_start is None else a.run_start.lineno,
-            "run_stop_status": None if a is None else a.run_stop_status,
-            "submission": {} if a is None else a.submission,
-            "notes": [] if a is None else a.notes,
-            **self.external,
-        }
-
-    def apply(self, a: Analysis, bad_lines: list[BadLine]) -> None:
-        """Fill the record from an analysis (status stays as it is: see ``finish``)."""
-        self.analysis = a
-        self.bad_lines = list(bad_lines)
-        r = self.result
-        r.model = a.model or "external"
-        r.framework = a.framework or "unknown"
-        r.hyperparameters = dict(a.hyperparameters)
-        r.seed = a.seed if a.seed is not None else 0  # the record's seed is an int: "the log has no seed" says so
-        r.global_batch_size = a.global_batch_size
-        self._apply_system(a)
-        r.history = [self._epoch_record(ev) for ev in a.evaluations]
-        r.final_accuracy = a.evaluations[-1].accuracy if a.evaluations else None
-        r.best_accuracy = a.best_accuracy
-        r.init_s = a.init_s
-        r.train_s = a.train_s
-        r.eval_s = a.eval_s
-        r.rules = a.rules
-        r.phases = [PhaseInterval(phase=i.phase, start_s=round(i.start_s, 6), end_s=round(i.end_s, 6))
-                    for i in a.timeline]
-        r.clocks = {name: ClockFigure(rules=name, time_to_target_s=c.target_s if a.reached else None,
-                                      clock_s=c.clock_s, start_s=c.start_s, excluded_s=dict(c.excluded_s),
-                                      notes=list(c.notes))
-                    for name, c in a.clocks.items()}
-        t = a.target_eval if a.reached else None
-        r.reached = t is not None
-        r.time_to_target_s = a.time_to_target_s
-        r.epochs_to_target = t.epoch if t else None
-        r.steps_to_target = t.step if t else None
-        r.cost_usd = cost_usd(r.time_to_target_s, r.cost_per_hour)
-        notes = list(a.notes) + self.extra_notes
-        if self.mode == "log":
-            notes.append("timestamps read from a log file after the fact: not cross-checked against a wall clock")
-        r.data_notes = notes
-        r.warnings = list(a.warnings)
-        reasons = []
-        if r.target != self.task_target:
-            reasons.append(f"target {r.target:.4f} differs from the task's {self.task_target:.4f}")
-        if self.mode == "log":
-            reasons.append("timestamps from a log file, not cross-checked against a wall clock")
-        if not a.clock.trusted:
-            reasons.append("the program's timestamps are not trusted (clock cross-check)")
-        r.unofficial_reasons = reasons
-        r.official = not reasons
-
-    def _epoch_record(self, ev: Any) -> EpochRecord:
-        """One evaluation. The log has one accuracy: it fills the task's metric column only (top1 or top5)."""
-        metric = self.result.metric
-        return EpochRecord(epoch=ev.epoch, step=ev.step or 0, elapsed_s=ev.elapsed_s, clock_s=dict(ev.clock_s),
-                           accuracy=ev.accuracy, top1=ev.accuracy if metric == "top1" else None,
-                           top5=ev.accuracy if metric == "top5" else None, metrics={metric: ev.accuracy},
-                           eval_s=ev.eval_s)
-
-    def _apply_system(self, a: Analysis) -> None:
-        """The system the program ran on. Live: this machine, measured, with what the program declared kept
-        beside it. --log: what the log declares (submission_*); the analysing machine goes to ``analyzed_on``."""
-        r = self.result
-        declared = dict(a.submission)
-        if self.mode == "command":
-            r.system = r.system.model_copy(update={"declared_fields": declared})
-            return
-        if r.analyzed_on is None:
-            r.analyzed_on = system_info()
-        platform = declared.get(SUBMISSION_PLATFORM)
-        hardware = platform.strip() if isinstance(platform, str) and platform.strip() else None
-        r.system = SystemInfo.declared(hardware, framework=a.framework, fields=declared)
-        if hardware is None:
-            note = ("the log declares no submission_platform: the program's hardware is unknown (the machine that "
-                    "analysed the log is in analyzed_on)")
-            if note not in self.extra_notes:
-                self.extra_notes.append(note)
-
-    def finish(self, a: Analysis, bad_lines: list[BadLine], end: ProgramEnd | None, *, total_s: float | None,
-               finished_at: datetime) -> None:
-        self.apply(a, bad_lines)
-        status, message = verdict(a, end, bad_lines=bad_lines,
-                                  where=PROGRAM_LOG if self.mode == "command" else str(self.config.log))
-        r = self.result
-        r.status = status  # type: ignore[assignment]
-        r.message = message
-        if status != "reached":
-            r.reached = False
-            r.time_to_target_s = r.epochs_to_target = r.steps_to_target = r.cost_usd = None
-            for figure in r.clocks.values():
-                figure.time_to_target_s = None
-        r.total_s = total_s
-        r.finished_at = finished_at
-        self.save()
-
-    def close(self) -> None:
-        for f in (self._mllog, self._program):
-            if f is not None and not f.closed:
-                f.flush()
-                try:
-                    os.fsync(f.fileno())
-                except OSError:
-                    pass
-                f.close()
 
 
 def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
@@ -292,7 +119,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
     except ValueError as e:
         raise ConfigError(f"--rules: {e}") from None
     out = config.out or default_run_dir(task.name, RECIPE, started_at)
-    _check_out_dir(out)
+    check_out_dir(out)
     config.out = out
     result = RunResult(
         run_id=out.name, task=task.name, recipe=RECIPE, model="external", framework="unknown", metric=task.metric.name,
@@ -352,140 +179,6 @@ def _from_ms(ms: float | None) -> datetime | None:
 
 
 # --- a live child ------------------------------------------------------------------------------------------
-class _Terminated(BaseException):
-    """daybreak itself got SIGTERM/SIGHUP while timing."""
-
-
-class _Group:
-    """The child's process group (POSIX) or the child alone (elsewhere)."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-        self.posix = os.name == "posix"
-
-    def signal(self, sig: int) -> None:
-        try:
-            if self.posix:
-                os.killpg(self.proc.pid, sig)
-            elif sig == getattr(signal, "SIGKILL", None):
-                self.proc.kill()
-            else:
-                self.proc.terminate()
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL if self.posix else signal.SIGTERM)
-
-    def alive(self) -> bool:
-        """Is any process of the group still running (zombies do not count)?"""
-        if not self.posix:
-            return self.proc.poll() is None
-        pgid = self.proc.pid
-        proc_dir = Path("/proc")
-        if proc_dir.is_dir():
-            for entry in proc_dir.iterdir():
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    stat = (entry / "stat").read_text()
-                except OSError:
-                    continue
-                fields = stat[stat.rfind(")") + 2:].split()
-                if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                    return True
-            return False
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-
-    def end(self, grace_s: float) -> None:
-        """SIGTERM whatever is left of the group, SIGKILL it after ``grace_s``."""
-        if not self.alive():
-            return
-        self.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        try:
-            while time.monotonic() < deadline and self.alive():
-                try:
-                    self.proc.wait(timeout=0.05)
-                except subprocess.TimeoutExpired:
-                    pass
-        finally:
-            if self.alive():
-                self.kill()
-
-
-def _reader(stream: Any, name: str, q: "queue.Queue[tuple[str, float, bytes | None]]") -> None:
-    fd = stream.fileno()
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            chunk = b""
-        q.put((name, time.time(), chunk or None))
-        if not chunk:
-            return
-
-
-class _Terminal:
-    """Pass the child's output through; a status line on stderr when it is a terminal (never in program.log)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and _isatty(sys.stderr)
-        self._shown = False
-        self._open_line = {"stdout": False, "stderr": False}
-        self._last_draw = 0.0
-
-    def write(self, name: str, chunk: bytes) -> None:
-        stream = sys.stdout if name == "stdout" else sys.stderr
-        self.clear()
-        try:
-            stream.flush()
-            buffer = getattr(stream, "buffer", None)
-            if buffer is not None:
-                buffer.write(chunk)
-                buffer.flush()
-            else:
-                stream.write(chunk.decode("utf-8", errors="replace"))
-                stream.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            pass
-        self._open_line[name] = not chunk.endswith(b"\n")
-
-    def clear(self) -> None:
-        if self._shown:
-            try:
-                sys.stderr.write("\r\033[K")
-                sys.stderr.flush()
-            except (ValueError, OSError):
-                pass
-            self._shown = False
-
-    def status(self, text: Callable[[], str], *, force: bool = False) -> None:
-        if not self.enabled or any(self._open_line.values()):
-            return
-        now = time.monotonic()
-        if not force and now - self._last_draw < 0.5:
-            return
-        self._last_draw = now
-        try:
-            sys.stderr.write("\r\033[K" + text())
-            sys.stderr.flush()
-            self._shown = True
-        except (ValueError, OSError):
-            pass
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
 def _check_command(command: list[str]) -> None:
     if not command:
         raise ConfigError("give the program to time after --, e.g. `daybreak time --task digits -- python train.py`"
@@ -529,7 +222,7 @@ class _Session:
         self.bad: list[BadLine] = []
         self.watch = TargetWatch(rec.result.target, config.unit)  # type: ignore[arg-type]
         self.stop_requested = False
-        self.term = _Terminal(enabled=not config.quiet)
+        self.term = Terminal(enabled=not config.quiet)
         self.wall0 = time.time()
         self.spawn_wall: float | None = None  # time.time() when the program was started
         self.run_start_wall: float | None = None
@@ -627,20 +320,20 @@ class _Session:
             self.rec.result.message = f"cannot start {config.command[0]!r}: {e.strerror or e}"
             self.rec.save()
             return self.rec.result
-        group = _Group(proc)
+        group = ProcessGroup(proc)
         q: queue.Queue = queue.Queue()
-        readers = [threading.Thread(target=_reader, args=(proc.stdout, "stdout", q), daemon=True),
-                   threading.Thread(target=_reader, args=(proc.stderr, "stderr", q), daemon=True)]
+        readers = [threading.Thread(target=read_pipe, args=(proc.stdout, "stdout", q), daemon=True),
+                   threading.Thread(target=read_pipe, args=(proc.stderr, "stderr", q), daemon=True)]
         for t in readers:
             t.start()
         self.rec.external.update(pid=proc.pid, spawned_at_wall=spawn_wall)
 
         interrupted: str | None = None
-        old_handlers = _install_signal_handlers()
+        old_handlers = install_signal_handlers()
         try:
             interrupted, stopped = self._pump(proc, group, q)
         finally:
-            _restore_signal_handlers(old_handlers)
+            restore_signal_handlers(old_handlers)
             # whatever is left of the group (grandchildren, a program that ignored SIGTERM) goes now
             try:
                 group.end(self.config.grace_s if not interrupted else min(self.config.grace_s, 2.0))
@@ -661,7 +354,7 @@ class _Session:
         self.rec.finish(self._analyze(), self.bad, end, total_s=total_s, finished_at=datetime.now(timezone.utc))
         return self.rec.result
 
-    def _pump(self, proc: subprocess.Popen, group: _Group, q: queue.Queue) -> tuple[str | None, bool]:
+    def _pump(self, proc: subprocess.Popen, group: ProcessGroup, q: queue.Queue) -> tuple[str | None, bool]:
         """Read until both pipes close and the child has exited; end it when asked. -> (interrupted, stopped)."""
         grace = self.config.grace_s
         eof = {"stdout": False, "stderr": False}
@@ -702,7 +395,7 @@ class _Session:
                 if kill_at is not None and leader_exit is not None and now - kill_at > 2.0:
                     return interrupted, stopped  # something outside the group holds the pipes: stop reading
                 self.term.status(self._status_text)
-            except (KeyboardInterrupt, _Terminated) as e:
+            except (KeyboardInterrupt, TimingTerminated) as e:
                 if interrupted is not None:  # asked twice: no more grace
                     group.kill()
                     kill_at = kill_at or time.monotonic()
@@ -713,31 +406,4 @@ class _Session:
                 group.signal(signal.SIGTERM)
 
 
-def _install_signal_handlers() -> dict[int, Any]:
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def _raise(signum: int, frame: Any) -> None:
-        raise _Terminated()
-
-    old: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        sig = getattr(signal, name, None)
-        if sig is None:
-            continue
-        try:
-            old[sig] = signal.signal(sig, _raise)
-        except (ValueError, OSError):
-            pass
-    return old
-
-
-def _restore_signal_handlers(old: dict[int, Any]) -> None:
-    for sig, handler in old.items():
-        try:
-            signal.signal(sig, handler)
-        except (ValueError, OSError):
-            pass
-
-
-__all__ = ["TimeConfig", "time_command", "time_log", "ExternalRecorder", "PROGRAM_LOG", "EXTERNAL_FILE"]
+__all__ = ["TimeConfig", "time_command", "time_log"]

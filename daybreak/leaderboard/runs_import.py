@@ -198,7 +198,7 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
     does); the summary must agree with its runs (task, recipe, seeds, statuses)."""
     from pydantic import ValidationError
 
-    from daybreak.analysis.repeat import RepeatSummary
+    from daybreak.records.repeat import RepeatSummary
     from daybreak.analysis.stats import coefficient_of_variation, olympic_mean
 
     what = what or source

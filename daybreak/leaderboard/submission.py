@@ -16,6 +16,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from daybreak.errors import DaybreakError
+from daybreak.text import one_line as text_one_line
 
 # Bounds on what one submission may hold. The web server's request limit (1 MiB) covers a JSON and its TSV.
 MAX_FILE_BYTES = 1024 * 1024
@@ -149,8 +150,8 @@ def canonical_json(obj: Any) -> str:
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """Text for a message, on one line and at most ``limit`` characters (daybreak.text.one_line)."""
+    return text_one_line(str(text), limit)
 
 
 # Control characters (C0, DEL, C1), bidirectional overrides/isolates and lone surrogates (undecodable bytes of a

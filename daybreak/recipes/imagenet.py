@@ -90,7 +90,7 @@ def warmup_then(decay: str, warmup: float) -> Callable[[int, int], float]:
 
 
 def pipeline_settings(hp: dict[str, Any]):
-    from daybreak.data.imagenet import PipelineSettings, parse_size_schedule
+    from daybreak.data.imagenet_pipeline import PipelineSettings, parse_size_schedule
 
     return PipelineSettings(
         image_size=hp["image_size"], size_schedule=parse_size_schedule(hp["size_schedule"]),

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from daybreak.fileio import atomic_write_text
-from daybreak.records.base import load_record
 from daybreak.measure.system import SystemInfo
+from daybreak.records.base import Record
 
 RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
 
@@ -99,7 +97,12 @@ class ClockRules(BaseModel):
     timer: str = "time.perf_counter_ns"
 
 
-class RunResult(BaseModel):
+class RunResult(Record):
+    """The record of one run (result.json); ``save``/``load`` from daybreak.records.base."""
+
+    FILE = RESULT_FILE
+    WHAT = "run"
+
     schema_version: int = 2  # 2: rules, phases, clocks, context (1 still loads)
     kind: Literal["daybreak.run"] = "daybreak.run"
     run_id: str
@@ -172,12 +175,3 @@ class RunResult(BaseModel):
     @property
     def time_to_target_hours(self) -> float | None:
         return None if self.time_to_target_s is None else self.time_to_target_s / 3600.0
-
-    def save(self, run_dir: str | Path, *, durable: bool = True) -> Path:
-        return atomic_write_text(Path(run_dir) / RESULT_FILE, self.model_dump_json(indent=2) + "\n", durable=durable)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "RunResult":
-        """Load from a run directory or a result.json path, with one-line errors."""
-        return load_record(cls, path, file_name=RESULT_FILE, kind="daybreak.run", what="run",
-                           missing_hint="is this a daybreak run directory?")

@@ -153,7 +153,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_throughput(args: argparse.Namespace) -> int:
     from daybreak.records.throughput import CSV_FILE, MARKDOWN_FILE, RESULTS_FILE
-    from daybreak.sweep.sweep import SPEEDUP_PLOT, THROUGHPUT_PLOT, SweepOptions, run_sweep
+    from daybreak.sweep.sweep import SweepOptions, run_sweep
+    from daybreak.sweep.views import SPEEDUP_PLOT, THROUGHPUT_PLOT
 
     options = SweepOptions(
         model=args.model, mode=args.mode, out=args.out or Path("throughput") / f"{args.model}-{args.mode}",

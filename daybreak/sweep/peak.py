@@ -54,6 +54,7 @@ from daybreak.measure.device import synchronize
 from daybreak.records.throughput import (  # noqa: F401 - EMULATED_SLOWDOWN is part of this module's interface
     EMULATED_SLOWDOWN, PeakResult, SlowPrecision, load_peak_file, slow_precision_note,
 )
+from daybreak.text import one_line
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 PRECISION_ORDER = ("fp32", "bf16", "fp16")
@@ -530,12 +531,8 @@ def get_peaks(device: torch.device, needs: Mapping[int | None, Iterable[str]], b
                                     threads=threads, budget_s=share)
         except Exception as e:  # noqa: BLE001 - utilization is optional; the caller goes on without it
             if log:
-                log(f"peak measurement failed ({one_line(e)}); utilization will be left empty")
+                log(f"peak measurement failed ({one_line(e, 300)}); utilization will be left empty")
     return out
-
-
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())[:300] or type(error).__name__
 
 
 def peak_in_subprocess(device: str, force: bool = False, timeout: float | None = None,

@@ -45,6 +45,7 @@ from torch import nn
 
 from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_text
+from daybreak.text import one_line as text_one_line
 from daybreak.measure.device import autocast, synchronize
 from daybreak.records.throughput import ThroughputConfig
 from daybreak.sweep.launch import cpu_cores
@@ -256,9 +257,8 @@ def is_oom(error: BaseException) -> bool:
 
 
 def one_line(error: BaseException, limit: int = 400) -> str:
-    text = " ".join(str(error).split()) or "(no message)"
-    text = f"{type(error).__name__}: {text}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """A worker's failure on one line, with its type (daybreak.text.one_line)."""
+    return text_one_line(error, limit, with_type=True)
 
 
 def host_rss_peak_bytes() -> int | None:

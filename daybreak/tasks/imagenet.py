@@ -12,8 +12,8 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from daybreak.data.imagenet import (EvalOrder, ImageFiles, ImageNetData, ShardedBatches, make_loader, to_device,
-                                    unpack)
+from daybreak.data.imagenet import ImageNetData
+from daybreak.data.imagenet_pipeline import EvalOrder, ImageFiles, ShardedBatches, make_loader, to_device, unpack
 from daybreak.metrics import TOP1, TOP5
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader
 from daybreak.train.batches import BatchPlan

@@ -12,7 +12,8 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from daybreak.data.squad import DEFAULT_MAX_SEQ_LEN, SquadData, answers_from_spans, best_spans, score_answers
+from daybreak.data.squad import SquadData
+from daybreak.data.squad_features import DEFAULT_MAX_SEQ_LEN, answers_from_spans, best_spans, score_answers
 from daybreak.measure.device import autocast
 from daybreak.metrics import F1
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader

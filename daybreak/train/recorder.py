@@ -365,11 +365,11 @@ class RunRecorder:
         self.save()
 
     # --- terminal -------------------------------------------------------------------------------------------
-    def progress(self, total_steps: int, *, enabled: bool) -> "Progress":
-        return Progress(total_steps, enabled=enabled and self.write and sys.stderr.isatty(), desc=self.result.task)
+    def progress(self, total_steps: int, *, enabled: bool) -> "RunProgress":
+        return RunProgress(total_steps, enabled=enabled and self.write and sys.stderr.isatty(), desc=self.result.task)
 
 
-class Progress:
+class RunProgress:
     """A tqdm bar on stderr (terminal only). Also paces the loop's loss reads (every ``every`` steps)."""
 
     def __init__(self, total_steps: int, *, enabled: bool, desc: str, every: int = 10):

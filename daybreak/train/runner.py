@@ -1,13 +1,12 @@
 """The timed time-to-accuracy run: load the data, build the model, warm up, then train until the target.
 
 The loop in ``_train`` is deliberately plain; the phases and clocks hang off it in ``RunRecorder`` (result.json,
-DAWNBench files, mllog, checkpoint), the progress bar in ``Progress``, the step in ``TrainStep``.
+DAWNBench files, mllog, checkpoint), the progress bar in ``RunProgress``, the step in ``TrainStep``. The warm-up is
+daybreak.train.warmup; the measurement context (code, packages, machine load), daybreak.train.run_context.
 """
 
 from __future__ import annotations
 
-import copy
-import inspect
 import math
 import random
 import signal
@@ -21,24 +20,25 @@ import numpy as np
 import torch
 
 from daybreak.errors import ConfigError
-from daybreak.measure.context import ContextSampler, file_sha256, git_state, package_versions
+from daybreak.measure.context import ContextSampler
 from daybreak.measure.device import set_threads
 from daybreak.measure.system import system_info
 from daybreak.recipes import Recipe, TrainSetup
-from daybreak.records.run import ClockRules, MeasurementContext, RunResult
+from daybreak.records.run import ClockRules, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import Task
 from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
 from daybreak.train.clock import Timeline
 from daybreak.train.distributed import Terminated, destroy, init_distributed, injected_fault_step
 from daybreak.train.energy import RunEnergy
-from daybreak.train.evaluate import evaluate
 from daybreak.train.recorder import RunRecorder
+from daybreak.train.run_context import finish_context, static_context
 from daybreak.train.rundir import check_out_dir, default_run_dir, reusable_out_dir  # noqa: F401 (re-exported)
 from daybreak.train.spec import (DEFAULT_TIMEOUT_S, RunConfig, RunSpec, batch_split, lr_scale,  # noqa: F401
                                  parse_target, resolve_run_spec)
 from daybreak.train.step import Backend, TrainStep
 from daybreak.train.views import TrainingData
+from daybreak.train.warmup import compile_count, warm_up
 
 # Exit statuses of `daybreak run` (also used by wrappers such as `repeat`).
 EXIT_REACHED = 0
@@ -50,8 +50,6 @@ EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverged": EXIT_DIVERGED,
               "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
-
-_check_out_dir = check_out_dir  # older name
 
 
 def normalize_target(target: float | str) -> float:
@@ -111,7 +109,7 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
         eval_every_epochs=None if spec.eval_every_steps else spec.eval_every_epochs,
         eval_every_steps=spec.eval_every_steps, cost_per_hour=spec.cost_per_hour, instance=spec.instance,
         price_date=spec.price_date, clock=_clock_rules(spec.rules), rules=spec.rules,
-        context=_static_context(recipe, spec), system=system_info(), started_at=started_at, command=spec.command,
+        context=static_context(recipe, spec), system=system_info(), started_at=started_at, command=spec.command,
     )
     if spec.price_warning:
         result.warnings.append(spec.price_warning)
@@ -139,7 +137,7 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-        _finish_context(recorder, sampler)
+        finish_context(recorder, sampler)
         energy.close()
         recorder.close()
     return recorder.result
@@ -197,34 +195,6 @@ def mllog_benchmark(recipe: Recipe, task: Task, target: float) -> str:
     return f"daybreak_{task.name}"
 
 
-def _static_context(recipe: Recipe, spec: RunSpec) -> MeasurementContext:
-    """What is known before the run: the code (git state and SHA-256 of the recipe's file) and the packages."""
-    recipe_file = spec.recipe_file
-    if recipe_file is None:
-        try:
-            recipe_file = inspect.getsourcefile(recipe.build)
-        except TypeError:
-            recipe_file = None
-    commit, dirty = git_state(recipe_file) if recipe_file else (None, None)
-    return MeasurementContext(git_commit=commit, git_dirty=dirty, packages=package_versions(),
-                              recipe_file=recipe_file, recipe_sha256=file_sha256(recipe_file) if recipe_file else None,
-                              threads_used=torch.get_num_threads(), interop_threads=torch.get_num_interop_threads())
-
-
-def _finish_context(recorder: RunRecorder, sampler: ContextSampler) -> None:
-    r = recorder.result
-    try:
-        fields = sampler.stop()
-    except Exception:  # noqa: BLE001 - context is informative; never lose a result over it
-        return
-    warnings = fields.pop("warnings", [])
-    for key, value in fields.items():
-        setattr(r.context, key, value)
-    r.context.warnings = warnings
-    r.warnings.extend(w for w in warnings if w not in r.warnings)
-    recorder.save()
-
-
 def _run_recorded(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, recorder: RunRecorder,
                   wall_start_ns: int) -> None:
     hp = dict(spec.hyperparameters)
@@ -257,30 +227,20 @@ def _run_recorded(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, r
 
     recorder.phase_start("warmup")  # ---- compile / autotune on the exact shapes of the real batches -------
     if spec.compile or backend.device.type == "cuda":
-        _warm_up(setup, step, batches, evaluator, data, plan)
+        warm_up(setup, step, batches, evaluator, data, plan)
     backend.ctx.barrier()
     recorder.phase_end("warmup")
-    compiles_before = _compile_count()
+    compiles_before = compile_count()
     recorder.training_ready()
 
     _train(spec, hp, setup, step, batches, evaluator, backend, recorder)
     if spec.compile:
-        recorder.result.recompiles_under_clock = _compile_count() - compiles_before
+        recorder.result.recompiles_under_clock = compile_count() - compiles_before
         if recorder.result.recompiles_under_clock:
             recorder.result.warnings.append(
                 f"torch.compile compiled {recorder.result.recompiles_under_clock} more time(s) during training or "
                 "evaluation: that compile time is inside the training phase")
     recorder.finish_from_history(wall_start_ns)
-
-
-def _compile_count() -> int:
-    """Frames dynamo has compiled so far in this process (recompilations included)."""
-    try:
-        from torch._dynamo.utils import counters
-
-        return int(counters["frames"]["total"])
-    except Exception:  # noqa: BLE001 - no dynamo: nothing compiles
-        return 0
 
 
 def _record_effective(recorder: RunRecorder, batches: TrainBatches, data: Any, backend: Backend) -> None:
@@ -296,39 +256,6 @@ def _record_effective(recorder: RunRecorder, batches: TrainBatches, data: Any, b
                               f"device was used, not {r.per_device_batch_size}")
     if data.train_x is not None:
         r.train_examples = int(len(data.train_x))
-
-
-def _warm_up(setup: TrainSetup, step: TrainStep, batches: TrainBatches, evaluator: Evaluator, data: Any,
-             plan: BatchPlan) -> None:
-    """Compile / autotune on tensors of exactly the real batches' shapes, dtypes and memory layouts (from the
-    batch source and evaluator themselves, on synthetic values), then restore the initial weights and optimizer
-    state. Three training steps (the optimizer's first step differs from later ones), then one evaluation."""
-    model_state = copy.deepcopy(setup.model.state_dict())
-    opt_state = copy.deepcopy(setup.optimizer.state_dict())
-    examples = getattr(batches, "warmup_batches", None)
-    pairs = list(examples()) if examples is not None else _fallback_warmup_batches(data, plan)
-    step.model.train()
-    for _ in range(3):
-        for x, y in pairs:
-            step(x, y)
-    eval_model = setup.model if isinstance(step.model, torch.nn.parallel.DistributedDataParallel) else step.model
-    warm_eval = getattr(evaluator, "warm_up", None)
-    if warm_eval is not None:
-        warm_eval(eval_model)
-    else:
-        x, y = pairs[0]
-        evaluate(eval_model, x, y, device=plan.device, amp=plan.amp, predict=setup.predict)
-    setup.model.load_state_dict(model_state)
-    setup.optimizer.load_state_dict(opt_state)
-    setup.optimizer.zero_grad(set_to_none=True)
-
-
-def _fallback_warmup_batches(data: Any, plan: BatchPlan) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """For batch sources without ``warmup_batches``: zeros of the eval inputs' shape at the training batch size."""
-    n = max(min(plan.batch_size, len(data.eval_x)), 1)
-    raw = torch.zeros((n, *data.eval_x.shape[1:]), dtype=data.eval_x.dtype, device=plan.device)
-    y = data.eval_y[torch.arange(n) % max(len(data.eval_y), 1)].to(plan.device)
-    return [(plan.setup.prepare(raw), y)]
 
 
 def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainStep, batches: TrainBatches,

@@ -1,0 +1,163 @@
+"""The throughput sweep's grid: its options, checked, expanded into one ThroughputConfig per configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from daybreak.errors import ConfigError
+from daybreak.records.throughput import PeakResult, ThroughputConfig
+from daybreak.sweep.launch import LaunchSpec
+
+AMP_ORDER = ("off", "bf16", "fp16")
+DEFAULT_PEAK_BUDGET_S = 60.0  # daybreak.sweep.peak.DEFAULT_BUDGET_S (not imported here: it imports torch)
+
+
+@dataclass
+class SweepOptions:
+    model: str
+    out: Path
+    mode: str = "train"
+    batch_sizes: list[int] = field(default_factory=lambda: [32])
+    amps: list[str] = field(default_factory=lambda: ["off"])
+    compiles: list[bool] = field(default_factory=lambda: [False])
+    devices: list[int] = field(default_factory=lambda: [1])
+    nodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None  # with nodes > 1: HOST:PORT of node 0 (as `daybreak run --rdzv-endpoint`)
+    seq_len: int | None = None
+    image_size: int | None = None
+    data: str | None = None
+    data_dir: Path | str | None = None  # with data: the folder holding the task's files (as `daybreak run`)
+    allow_custom_data: bool = False  # with data: accept files that do not match the official checksums
+    download: bool = True  # with data: download missing files (once, here, before any worker starts)
+    channels_last: bool = False
+    device: str = "auto"
+    warmup: int = 20
+    steps: int = 100
+    repeats: int = 7
+    threads: int | None = None  # per process
+    find_max_batch: bool = False
+    force: bool = False
+    retry_failed: bool = False
+    timeout_s: float = 1800.0
+    plots: bool = True
+    quiet: bool = False
+    peak: PeakResult | None = None  # the node's ceilings, instead of the cached/measured ones (tests, offline)
+    peak_budget_s: float = DEFAULT_PEAK_BUDGET_S  # seconds for every peak measurement this sweep needs
+    log: Callable[[str], None] | None = None
+
+
+def resolve_device(name: str) -> str:
+    """'cpu', 'cuda' or 'mps', without creating a CUDA context in this process."""
+    import torch
+
+    name = (name or "auto").lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        mps = getattr(torch.backends, "mps", None)
+        return "mps" if mps is not None and mps.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if name != "cuda":
+            raise ConfigError(f"--device {name}: give `cuda`; the sweep uses devices 0..N-1 "
+                              "(restrict them with CUDA_VISIBLE_DEVICES)")
+        if not torch.cuda.is_available():
+            raise ConfigError(f"--device cuda: CUDA is not available (torch {torch.__version__} sees no GPU)")
+        return "cuda"
+    if name in ("cpu", "mps"):
+        if name == "mps":
+            mps = getattr(torch.backends, "mps", None)
+            if mps is None or not mps.is_available():
+                raise ConfigError("--device mps: Apple MPS is not available on this machine")
+        return name
+    raise ConfigError(f"--device {name!r}: choose auto, cpu, cuda or mps")
+
+
+def expand(options: SweepOptions) -> list[ThroughputConfig]:
+    """Check the options and list the configurations: devices, then precision, compile, batch size."""
+    from daybreak.models import model_names
+    from daybreak.sweep.worker import DEFAULT_SEQ_LEN, model_kind
+
+    if options.mode not in ("train", "infer"):
+        raise ConfigError(f"--mode {options.mode!r}: choose train or infer")
+    if options.model not in model_names():
+        raise ConfigError(f"unknown model {options.model!r}; known models: {', '.join(model_names())}")
+    kind = model_kind(options.model)
+    for name, values in (("--batch-sizes", options.batch_sizes), ("--devices", options.devices)):
+        if not values or any(v < 1 for v in values):
+            raise ConfigError(f"{name}: give one or more integers >= 1")
+    for name, value, low in (("--warmup", options.warmup, 0), ("--steps", options.steps, 1),
+                             ("--repeats", options.repeats, 1), ("--nodes", options.nodes, 1)):
+        if value < low:
+            raise ConfigError(f"{name} {value}: must be >= {low}")
+    if not 0 <= options.node_rank < options.nodes:
+        raise ConfigError(f"--node-rank {options.node_rank}: must be in 0..{options.nodes - 1}")
+    if options.nodes > 1 and not options.rdzv_endpoint:
+        raise ConfigError("--nodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address and a free port), "
+                          "the same on every node")
+    LaunchSpec(nproc_per_node=1, nnodes=options.nodes, node_rank=options.node_rank,
+               rdzv_endpoint=options.rdzv_endpoint).validate()  # the HOST:PORT format
+    if options.threads is not None and options.threads < 1:
+        raise ConfigError(f"--threads {options.threads}: must be >= 1")
+    if not options.timeout_s > 0:
+        raise ConfigError(f"--timeout {options.timeout_s:g}: must be > 0 seconds")
+    if not options.peak_budget_s > 0:
+        raise ConfigError(f"--peak-budget {options.peak_budget_s:g}: must be > 0 seconds")
+    if not options.data:
+        for flag, given in (("--data-dir", options.data_dir is not None),
+                            ("--allow-custom-data", options.allow_custom_data),
+                            ("--no-download", not options.download)):
+            if given:
+                raise ConfigError(f"{flag} applies to real data: add --data TASK (digits, mnist, cifar10)")
+    bad = [a for a in options.amps if a not in AMP_ORDER]
+    if bad or not options.amps:
+        raise ConfigError(f"--amp {','.join(bad) or '(empty)'}: choose from off, bf16, fp16")
+    seq_len, image_size, data = options.seq_len, options.image_size, options.data
+    if kind == "tokens":
+        if image_size is not None:
+            raise ConfigError(f"--image-size: {options.model} takes token sequences; use --seq-len")
+        if data:
+            raise ConfigError(f"--data {data}: real data is for image models; {options.model} runs on synthetic tokens")
+        seq_len = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+        if not 1 <= seq_len <= 512:
+            raise ConfigError(f"--seq-len {seq_len}: must be in 1..512 (BERT's positions)")
+    else:
+        if seq_len is not None:
+            raise ConfigError(f"--seq-len: {options.model} takes images; use --image-size")
+        if image_size is not None and image_size < 1:
+            raise ConfigError(f"--image-size {image_size}: must be >= 1")
+        if data:
+            from daybreak.sweep.worker import TASK_IMAGES
+            from daybreak.tasks import get_task
+
+            get_task(data)  # unknown task: a ConfigError naming the known ones
+            if data not in TASK_IMAGES:
+                raise ConfigError(f"--data {data}: the sweep feeds tasks whose images fit in memory "
+                                  f"({', '.join(TASK_IMAGES)}); leave --data out for synthetic inputs")
+    device = resolve_device(options.device)
+    if device == "cuda":
+        import torch
+
+        available = torch.cuda.device_count()
+        if max(options.devices) > available:
+            raise ConfigError(f"--devices {max(options.devices)}: this node has {available} GPU(s)")
+    if device == "mps" and (max(options.devices) > 1 or options.nodes > 1):
+        raise ConfigError("--device mps: one device only (no multi-process backend for MPS)")
+
+    data_dir = str(Path(options.data_dir).expanduser().resolve()) if data and options.data_dir is not None else None
+    configs = []
+    for devices in sorted(set(options.devices)):
+        for amp in sorted(set(options.amps), key=AMP_ORDER.index):
+            for compiled in sorted(set(options.compiles)):
+                for batch in sorted(set(options.batch_sizes)):
+                    configs.append(ThroughputConfig(
+                        model=options.model, mode=options.mode, batch_size=batch, amp=amp, compile=compiled,
+                        devices=devices, nodes=options.nodes, seq_len=seq_len, image_size=image_size, data=data,
+                        data_dir=data_dir, allow_custom_data=options.allow_custom_data and bool(data),
+                        download=options.download, channels_last=options.channels_last, device=device,
+                        warmup=options.warmup,
+                        steps=options.steps, repeats=options.repeats, threads=options.threads,
+                        find_max_batch=options.find_max_batch))
+    return configs
