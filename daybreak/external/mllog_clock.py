@@ -16,6 +16,7 @@ from typing import Sequence
 
 from daybreak.errors import ConfigError
 from daybreak.external.mllog_reader import MllogEvent
+from daybreak.records.external import ClockCheckRecord
 
 
 # --- clock tolerance ---------------------------------------------------------------------------------------
@@ -45,18 +46,8 @@ def parse_tolerance(text: str) -> Tolerance:
 
 
 # --- the check ---------------------------------------------------------------------------------------------
-@dataclass
-class ClockCheck:
-    checked: bool  # wall arrival times were available and compared
-    trusted: bool
-    tolerance: str | None = None
-    events_checked: int = 0
-    max_deviation_s: float = 0.0  # largest |program interval - wall interval| seen
-    worst_lineno: int | None = None
-    worst_key: str | None = None
-    worst_program_s: float | None = None
-    worst_wall_s: float | None = None
-    reason: str | None = None  # why not trusted, one line
+# the check's result is the record's own type (one definition of its fields)
+ClockCheck = ClockCheckRecord
 
 
 def check_clock(run_start: MllogEvent, window: Sequence[MllogEvent], tolerance: Tolerance | None,

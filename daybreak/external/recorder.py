@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +15,7 @@ from daybreak.external.mllog_verdict import ProgramEnd, verdict
 from daybreak.measure.system import SystemInfo, system_info
 from daybreak.pricing import cost_usd
 from daybreak.records.dawnbench import write_dawnbench
-from daybreak.records.external import ClockCheckRecord, ExternalRecord, MalformedRecord
+from daybreak.records.external import ExternalRecord, MalformedRecord
 from daybreak.records.mllog import MLLOG_FILE
 from daybreak.records.run import ClockFigure, EpochRecord, PhaseInterval, RunResult
 from daybreak.rules import MLPERF
@@ -91,7 +90,7 @@ class ExternalRecorder:
             warnings=list(self.result.warnings),
             accuracy_unit_option=self.config.unit,
             accuracy_unit=None if a is None else ("percent" if a.percent else "fraction"),
-            clock_check=None if a is None else ClockCheckRecord(**asdict(a.clock)),
+            clock_check=None if a is None else a.clock,
             mllog_records=0 if a is None else a.events,
             malformed_records=len(self.bad_lines),
             first_malformed=None if first is None else MalformedRecord(line=first.lineno, reason=first.reason,

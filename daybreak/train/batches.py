@@ -12,7 +12,7 @@ its own objects with the same methods; the runner calls them with the data and a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 import torch
 from torch import nn
