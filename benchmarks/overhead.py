@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from daybreak.recipes import default_recipe_for, get_recipe
+from daybreak.recipes import get_recipe
 from daybreak.tasks import get_task
 from daybreak.train.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run, seed_everything
@@ -32,7 +32,7 @@ from daybreak.train.runner import RunConfig, run, seed_everything
 def bare_time_to_target(task_name: str, seed: int, target: float) -> dict[str, float]:
     """The plainest loop that does what the recipe says; returns seconds to target under each rule set."""
     task = get_task(task_name)
-    recipe = get_recipe(default_recipe_for(task_name))
+    recipe = get_recipe(get_task(task_name).reference_recipe)
     hp = recipe.hyperparameters()
     seed_everything(seed)
     t_start = time.perf_counter_ns()  # both clocks start at the first touch of the data

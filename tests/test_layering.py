@@ -1,4 +1,4 @@
-"""The package's import graph: no cycles (module-level or inside functions; TYPE_CHECKING blocks aside), and the
+"""The package's import graph: no cycles (module-level, inside functions or for type checking only), and the
 lower layers never import the higher ones (readers never import training, the leaderboard or the CLI)."""
 
 import ast
@@ -32,22 +32,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _in_type_checking(node: ast.AST, parents: dict) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
-
-
 def imports_of(path: Path, modules: set[str]) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
     out: set[str] = set()
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Import, ast.ImportFrom)) or _in_type_checking(node, parents):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]

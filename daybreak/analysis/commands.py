@@ -42,11 +42,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 def _repeat_options(args: argparse.Namespace, task: str, out: Path, runs: int, recipe: str | None):
     from daybreak.analysis.repeat import RepeatOptions
-    from daybreak.recipes import default_recipe_for, get_recipe, parse_overrides
+    from daybreak.recipes import get_recipe, parse_overrides
+    from daybreak.tasks import get_task
     from daybreak.options import resolve_rules
     from daybreak.train.runner import RunConfig, parse_target
 
-    r = get_recipe(recipe or default_recipe_for(task))
+    r = get_recipe(recipe or get_task(task).reference_recipe)
     template = RunConfig(
         task=task, recipe=r.name, overrides=parse_overrides(args.overrides, r.defaults),
         target=None if args.target is None else parse_target(args.target), rules=resolve_rules(args),

@@ -104,20 +104,20 @@ def describe(result: RunResult) -> str:
 
 def check_options(options: RepeatOptions) -> tuple[Any, Any, dict[str, Any], float]:
     """Validate everything before any work: (task, recipe, hyperparameters, target)."""
-    from daybreak.recipes import default_recipe_for, get_recipe
+    from daybreak.recipes import get_recipe
     from daybreak.tasks import get_task
-    from daybreak.train.runner import normalize_target
+    from daybreak.train.spec import parse_target
 
     if options.runs < 1:
         raise ConfigError(f"--runs {options.runs}: must be >= 1")
     if options.seed_start < 0:
         raise ConfigError(f"--seed-start {options.seed_start}: must be >= 0")
     task = get_task(options.run.task)
-    recipe = get_recipe(options.run.recipe or default_recipe_for(task.name))
+    recipe = get_recipe(options.run.recipe or task.reference_recipe)
     if recipe.task != task.name:
         raise ConfigError(f"recipe {recipe.name} is for task {recipe.task}, not {task.name}")
     hp = recipe.hyperparameters(options.run.overrides)
-    target = task.target if options.run.target is None else normalize_target(options.run.target)
+    target = task.target if options.run.target is None else parse_target(options.run.target)
     if options.out.exists() and not options.out.is_dir():
         raise ConfigError(f"--out {options.out}: exists and is not a directory")
     return task, recipe, hp, target

@@ -87,7 +87,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 def cmd_time(args: argparse.Namespace) -> int:
     from daybreak.external.mllog_clock import parse_tolerance
-    from daybreak.external.timer import TimeConfig, time_command, time_log
+    from daybreak.external.config import TimeConfig
+    from daybreak.external.timer import time_command, time_log
     from daybreak.train.runner import EXIT_CODES
 
     command = list(args.program)

@@ -7,8 +7,9 @@ import getpass
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_analysis import Analysis
 from daybreak.external.mllog_reader import SUBMISSION_PLATFORM, BadLine
 from daybreak.external.mllog_verdict import ProgramEnd, verdict
@@ -20,8 +21,6 @@ from daybreak.records.mllog import MLLOG_FILE
 from daybreak.records.run import ClockFigure, EpochRecord, PhaseInterval, RunResult
 from daybreak.rules import MLPERF
 
-if TYPE_CHECKING:
-    from daybreak.external.timer import TimeConfig
 
 PROGRAM_LOG = "program.log"
 

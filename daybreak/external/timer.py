@@ -23,7 +23,6 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,50 +31,25 @@ from daybreak.external.child import (
     ProcessGroup, Terminal, TimingTerminated, install_signal_handlers, read_pipe, restore_signal_handlers,
 )
 from daybreak.external.mllog_analysis import Analysis, analyze
-from daybreak.external.mllog_clock import Tolerance
 from daybreak.external.mllog_reader import (
     ACCURACY_UNITS, CHECKPOINT_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, RUN_START, RUN_STOP, BadLine, MllogEvent,
     TargetWatch, parse_line,
 )
+from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_verdict import ProgramEnd, describe_exit
 from daybreak.external.recorder import ExternalRecorder
 from daybreak.measure.system import SystemInfo, system_info
 from daybreak.pricing import resolve_price
 from daybreak.records.run import ClockRules, RunResult
-from daybreak.rules import DEFAULT_RULES, MLPERF, get_rules
+from daybreak.rules import get_rules
 from daybreak.tasks import get_task
 from daybreak.train.rundir import check_out_dir, default_run_dir
-from daybreak.train.runner import normalize_target
+from daybreak.train.spec import parse_target
 
 RECIPE = "external"
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (kept whole in program.log, in pieces)
 _SAME_CLOCK_SLACK_MS = 1000.0  # time_ms this close to daybreak's wall clock is read as the same clock
 _RECORD_KEYS = {RUN_START, RUN_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, CHECKPOINT_STOP}
-
-
-@dataclass
-class TimeConfig:
-    task: str
-    command: list[str] = field(default_factory=list)  # the program and its arguments
-    log: Path | None = None  # instead of a command: an existing mllog file
-    target: float | None = None  # fraction or percent; default: the task's
-    out: Path | None = None
-    cost_per_hour: float | None = None
-    instance: str | None = None
-    stop_at_target: bool = False
-    grace_s: float = 10.0
-    rules: str = DEFAULT_RULES  # the headline rule set (daybreak.rules); every rule set is recorded
-    count_eval: bool = False  # deprecated: the same as rules="mlperf"
-    tolerance: Tolerance = field(default_factory=Tolerance)
-    unit: str = "auto"  # accuracy values: auto | fraction | percent
-    quiet: bool = False
-    author: str | None = None  # default: the log's submission_org, else the user name
-    author_email: str = ""
-    invocation: list[str] = field(default_factory=list)  # daybreak's own command line (recorded for --log)
-
-    @property
-    def rule_set(self) -> str:
-        return MLPERF.name if self.count_eval else get_rules(self.rules).name
 
 
 def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
@@ -108,7 +82,7 @@ def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
 def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunResult, Path, float]:
     """Check everything a user can get wrong; build the initial record. Nothing is written yet."""
     task = get_task(config.task)
-    target = task.target if config.target is None else normalize_target(config.target)
+    target = task.target if config.target is None else parse_target(config.target)
     price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
     if not (config.grace_s >= 0 and config.grace_s != float("inf")):
         raise ConfigError(f"--grace-s {config.grace_s}: must be a finite number of seconds >= 0")

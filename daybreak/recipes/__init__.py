@@ -174,16 +174,6 @@ def recipe_names() -> list[str]:
     return RECIPES.names()
 
 
-def default_recipe_for(task: str) -> str:
-    """The task's reference recipe, as its task file names it."""
-    from daybreak.tasks import get_task
-
-    name = get_task(task).reference_recipe
-    if name not in RECIPES:
-        raise ConfigError(f"task {task}'s reference recipe {name!r} is not registered; see `daybreak recipes`")
-    return name
-
-
 def parse_overrides(items: list[str] | None, defaults: dict[str, Any]) -> dict[str, Any]:
     """``["lr=0.1", "epochs=3"]`` -> typed values, using the type of each default."""
     out: dict[str, Any] = {}

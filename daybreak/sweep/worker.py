@@ -216,14 +216,14 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
         return make_optimizer(torch.optim.SGD, m, lr=1e-3, momentum=0.9, weight_decay=5e-5)
 
     if config.data:
-        from daybreak.recipes import default_recipe_for, get_recipe
+        from daybreak.recipes import get_recipe
         from daybreak.tasks import get_task
 
         task = get_task(config.data)
         # The sweep found (and if need be downloaded) the files before starting any worker: never download here,
         # where several ranks would do it at once.
         data = task.load(Path(config.data_dir) if config.data_dir else None, config.allow_custom_data, False)
-        recipe = get_recipe(default_recipe_for(task.name))
+        recipe = get_recipe(task.reference_recipe)
         setup = recipe.build(recipe.hyperparameters(), data, device)  # for its prepare (normalize, layout)
         perm = torch.randperm(len(data.train_x), generator=generator)[rank::world]  # this rank's shard
         with torch.no_grad():

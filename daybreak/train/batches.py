@@ -12,7 +12,7 @@ its own objects with the same methods; the runner calls them with the data and a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 import torch
 from torch import nn
@@ -21,7 +21,6 @@ from daybreak.train.evaluate import correct_counts
 
 if TYPE_CHECKING:
     from daybreak.data.base import TaskData
-    from daybreak.tasks import Task
     from daybreak.recipes import TrainSetup
     from daybreak.train.distributed import DistContext
 
@@ -133,13 +132,21 @@ class InMemoryClassification:
         return metrics
 
 
-def train_batches_for(task: "Task", data: "TaskData", plan: BatchPlan) -> TrainBatches:
+class DataHooks(Protocol):
+    """What the runner's data plumbing needs of a task (daybreak.tasks.Task has it)."""
+
+    make_train_batches: Callable[["TaskData", BatchPlan], TrainBatches] | None
+    make_evaluator: Callable[["TaskData", BatchPlan], Evaluator] | None
+    measures_top5: bool
+
+
+def train_batches_for(task: DataHooks, data: "TaskData", plan: BatchPlan) -> TrainBatches:
     if task.make_train_batches is not None:
         return task.make_train_batches(data, plan)
     return InMemoryBatches(data, plan)
 
 
-def evaluator_for(task: "Task", data: "TaskData", plan: BatchPlan) -> Evaluator:
+def evaluator_for(task: DataHooks, data: "TaskData", plan: BatchPlan) -> Evaluator:
     if task.make_evaluator is not None:
         return task.make_evaluator(data, plan)
     return InMemoryClassification(data, plan, top5=task.measures_top5)

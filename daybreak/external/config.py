@@ -1,0 +1,34 @@
+"""`daybreak time`'s options, typed (built by daybreak.external.commands, read by the timer and its recorder)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from daybreak.external.mllog_clock import Tolerance
+from daybreak.rules import DEFAULT_RULES, MLPERF, get_rules
+
+
+@dataclass
+class TimeConfig:
+    task: str
+    command: list[str] = field(default_factory=list)  # the program and its arguments
+    log: Path | None = None  # instead of a command: an existing mllog file
+    target: float | None = None  # fraction or percent; default: the task's
+    out: Path | None = None
+    cost_per_hour: float | None = None
+    instance: str | None = None
+    stop_at_target: bool = False
+    grace_s: float = 10.0
+    rules: str = DEFAULT_RULES  # the headline rule set (daybreak.rules); every rule set is recorded
+    count_eval: bool = False  # deprecated: the same as rules="mlperf"
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    unit: str = "auto"  # accuracy values: auto | fraction | percent
+    quiet: bool = False
+    author: str | None = None  # default: the log's submission_org, else the user name
+    author_email: str = ""
+    invocation: list[str] = field(default_factory=list)  # daybreak's own command line (recorded for --log)
+
+    @property
+    def rule_set(self) -> str:
+        return MLPERF.name if self.count_eval else get_rules(self.rules).name
