@@ -47,3 +47,24 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 def single_line(text: str) -> bool:
     text = text.strip()
     return bool(text) and "\n" not in text and "Traceback" not in text
+
+
+FAKE_WATTS = 40.0  # the fake CPU package below draws a steady 40 W
+
+
+@pytest.fixture
+def fake_rapl(tmp_path, monkeypatch):
+    """A powercap tree whose package counter advances at exactly FAKE_WATTS with the wall clock (read on demand):
+    energy tests compare joules with FAKE_WATTS x the seconds a clock counted."""
+    import time
+
+    from daybreak.measure import energy as en
+
+    zone = tmp_path / "powercap" / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "max_energy_range_uj").write_text(str(2**40) + "\n")
+    (zone / "energy_uj").write_text("0\n")
+    monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "powercap"))
+    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(time.perf_counter() * FAKE_WATTS * 1e6)))
+    return zone

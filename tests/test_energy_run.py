@@ -1,29 +1,13 @@
 """Energy in a real run: counters read at the clock's boundaries, joules-to-target under each rule set, MLPerf's
 power keys in the mllog, and 'unavailable' with the reason where no counter exists."""
 
-import time
-
 import pytest
 from mlperf_logging.compliance_checker.mlp_parser import ruleset_610 as mlp_parser
 from mlperf_logging.result_summarizer.result_summarizer import _compute_power_node
 
-from daybreak.measure import energy as en
 from daybreak.train.runner import RunConfig, run
 
-WATTS = 40.0  # the fake package draws a steady 40 W
-
-
-@pytest.fixture
-def fake_rapl(tmp_path, monkeypatch):
-    """A powercap tree whose package counter advances at exactly WATTS with the wall clock (read on demand)."""
-    zone = tmp_path / "powercap" / "intel-rapl:0"
-    zone.mkdir(parents=True)
-    (zone / "name").write_text("package-0\n")
-    (zone / "max_energy_range_uj").write_text(str(2**40) + "\n")
-    (zone / "energy_uj").write_text("0\n")
-    monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "powercap"))
-    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(time.perf_counter() * WATTS * 1e6)))
-    return zone
+from conftest import FAKE_WATTS as WATTS
 
 
 def test_joules_follow_each_rule_sets_clock(fake_rapl, tmp_path):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from datetime import datetime, timezone
 
 import pytest
+
 
 from daybreak.leaderboard.importer import import_paths
 from daybreak.leaderboard.ranking import OBJECTIVES, format_joules, leaderboard
@@ -22,7 +22,6 @@ from test_leaderboard_trust import (  # noqa: E402 - the trust tests' consistent
     _pg_schema_url, dawnbench_doc, dawnbench_tsv, make_store, post_json, serving, synth_run, upload,
 )
 
-WATTS = 40.0
 COVERS = ["gpu", "cpu_package"]
 
 
@@ -72,21 +71,6 @@ def inference_doc(*, joules_per_10k: float | None = 4.0, mean_ms=1.0, seed=0) ->
 
 
 # --- the report ---------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_rapl(tmp_path, monkeypatch):
-    """A powercap package counter that advances at exactly WATTS with the wall clock (read on demand)."""
-    from daybreak.measure import energy as en
-
-    zone = tmp_path / "powercap" / "intel-rapl:0"
-    zone.mkdir(parents=True)
-    (zone / "name").write_text("package-0\n")
-    (zone / "max_energy_range_uj").write_text(str(2**40) + "\n")
-    (zone / "energy_uj").write_text("0\n")
-    monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "powercap"))
-    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(time.perf_counter() * WATTS * 1e6)))
-    return zone
 
 
 def test_report_plots_accuracy_against_energy_and_says_why_a_run_has_none(fake_rapl, tmp_path, monkeypatch,

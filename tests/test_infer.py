@@ -21,7 +21,7 @@ from daybreak.records.inference import INFERENCE_FILE, InferenceResult
 from daybreak.train.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run
 
-from conftest import single_line
+from conftest import FAKE_WATTS as WATTS, single_line
 
 DAWNBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "dawnbench-entries"
 PRICE = 3.6
@@ -365,22 +365,6 @@ def test_loadgen_backend_runs_both_scenarios(digits_run, tmp_path):
 # --- energy ------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_rapl(tmp_path, monkeypatch):
-    """A powercap package counter that advances at exactly WATTS with the wall clock (read on demand)."""
-    from daybreak.measure import energy as en
-
-    zone = tmp_path / "powercap" / "intel-rapl:0"
-    zone.mkdir(parents=True)
-    (zone / "name").write_text("package-0\n")
-    (zone / "max_energy_range_uj").write_text(str(2**40) + "\n")
-    (zone / "energy_uj").write_text("0\n")
-    monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "powercap"))
-    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(time.perf_counter() * WATTS * 1e6)))
-    return zone
-
-
-WATTS = 40.0
 
 
 @pytest.mark.parametrize("progress", [False, True])

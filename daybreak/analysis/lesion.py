@@ -58,13 +58,13 @@ def run_lesion(recipe_name: str, switches_text: str | list[str] | None, base: Re
     """Run (or resume) every variant; write lesion.json; return it. ``base.run.task``/``recipe`` are overwritten."""
     from daybreak.recipes import get_recipe
     from daybreak.tasks import get_task
-    from daybreak.train.runner import normalize_target
+    from daybreak.train.spec import parse_target
 
     recipe = get_recipe(recipe_name)
     task = get_task(recipe.task)
     switches = parse_switches(switches_text, recipe)
     recipe.hyperparameters(base.run.overrides)  # unknown --set keys fail before any work
-    target = task.target if base.run.target is None else normalize_target(base.run.target)
+    target = task.target if base.run.target is None else parse_target(base.run.target)
     if base.runs < 1:
         raise ConfigError(f"--runs-per {base.runs}: must be >= 1")
     out = base.out

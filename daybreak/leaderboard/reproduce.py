@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from daybreak.errors import DaybreakError
+from daybreak.processes import end_process_group
 from daybreak.leaderboard.reproduce_plan import ReproduceError, plan_for
 from daybreak.leaderboard.submission import SubmissionError, printable
 from daybreak.text import one_line
@@ -83,24 +83,11 @@ def _run_child(cmd: list[str], out: Path, timeout_s: float, log: Callable[[str],
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _end_group(proc)
+            end_process_group(proc)
             raise ReproduceError(f"the run took longer than the {timeout_s:g} s limit and was stopped") from None
         except BaseException:
-            _end_group(proc)
+            end_process_group(proc)
             raise
-
-
-def _end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S,

@@ -12,7 +12,6 @@ output in a log file. Reusable by anything that runs one job in a fresh process 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from typing import Callable
 
 import daybreak
 from daybreak.launch import LaunchSpec, torchrun_command
+from daybreak.processes import end_process_group
 
 __all__ = ["LaunchSpec", "ProcessOutcome", "build_command", "cpu_cores", "run_process", "threads_per_process",
            "worker_env"]
@@ -103,24 +103,6 @@ def _tail(path: Path | None, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the process group (torchrun and its workers), then SIGKILL what is left."""
-    if hasattr(os, "killpg"):
-        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                return
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-    else:  # pragma: no cover - Windows
-        proc.kill()
-        proc.wait()
-
-
 def run_process(cmd: list[str], env: dict[str, str] | None = None, timeout: float | None = None,
                 log_path: Path | None = None, poll: Callable[[], None] | None = None,
                 poll_interval_s: float = 0.25, cwd: str | Path | None = None) -> ProcessOutcome:
@@ -153,10 +135,10 @@ def run_process(cmd: list[str], env: dict[str, str] | None = None, timeout: floa
                     poll()
                 if timeout is not None and time.perf_counter() - start > timeout:
                     timed_out = True
-                    _kill_group(proc)
+                    end_process_group(proc)
                     break
         except BaseException:  # KeyboardInterrupt: do not leave workers behind
-            _kill_group(proc, grace_s=3.0)
+            end_process_group(proc, grace_s=3.0)
             raise
         proc.wait()
     finally:

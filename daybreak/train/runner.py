@@ -33,9 +33,8 @@ from daybreak.train.distributed import Terminated, destroy, init_distributed, in
 from daybreak.train.energy import RunEnergy
 from daybreak.train.recorder import RunRecorder
 from daybreak.train.run_context import finish_context, static_context
-from daybreak.train.rundir import check_out_dir, default_run_dir, reusable_out_dir  # noqa: F401 (re-exported)
-from daybreak.train.spec import (DEFAULT_TIMEOUT_S, RunConfig, RunSpec, batch_split, lr_scale,  # noqa: F401
-                                 parse_target, resolve_run_spec)
+from daybreak.train.rundir import check_out_dir, default_run_dir
+from daybreak.train.spec import RunConfig, RunSpec, parse_target, resolve_run_spec  # noqa: F401 (RunConfig, parse_target: imported from here)
 from daybreak.train.step import Backend, TrainStep
 from daybreak.train.views import TrainingData
 from daybreak.train.warmup import compile_count, warm_up
@@ -50,11 +49,6 @@ EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverged": EXIT_DIVERGED,
               "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
-
-
-def normalize_target(target: float | str) -> float:
-    """Kept for callers that pass a number: the same rule as ``parse_target``."""
-    return parse_target(target)
 
 
 def seed_everything(seed: int) -> None:
