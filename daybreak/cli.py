@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "daybreak.infer.commands",
     "daybreak.sweep.commands",
     "daybreak.analysis.commands",
+    "daybreak.experiments.cli",
     "daybreak.squad_commands",
 ]
 

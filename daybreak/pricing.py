@@ -129,6 +129,12 @@ def catalog() -> dict[str, Instance]:
     return _parse(json.loads(text), "catalog/instances.json")
 
 
+def catalog_note() -> str:
+    """The shipped catalog's own note (where the prices come from and how far to trust them)."""
+    text = resources.files("daybreak").joinpath("catalog/instances.json").read_text(encoding="utf-8")
+    return str(json.loads(text).get("note", ""))
+
+
 def load_price_file(path: str | Path) -> dict[str, Instance]:
     """A user's catalog (``--price-file``) in the shipped catalog's schema, validated. Every problem is a
     ConfigError with a one-line message naming the file and the entry."""

@@ -117,12 +117,13 @@ def test_roofline_arithmetic():
 
 @pytest.fixture(scope="module")
 def repeat_dir(tmp_path_factory):
-    """A 4-seed digits repeat, made as 3 seeds then resumed to 4."""
+    """A 4-seed digits repeat, made as 3 seeds then resumed to 4 (every trial a fresh `daybreak run` process)."""
     out = tmp_path_factory.mktemp("repeat") / "rep"
     args = ["repeat", "digits", "--out", str(out), "--target", "0.9", "--threads", "1"]
     assert main(args + ["--runs", "3"]) == 0
     first = {p.name: (p / "result.json").read_text() for p in sorted(out.glob("seed-*"))}
-    assert main(args + ["--runs", "4"]) == 0
+    assert main(args + ["--runs", "4"]) == 2  # the directory holds an experiment: finishing it needs --resume
+    assert main(args + ["--runs", "4", "--resume"]) == 0
     assert {p.name: (p / "result.json").read_text() for p in sorted(out.glob("seed-*")) if p.name in first} == first
     return out
 
@@ -143,7 +144,8 @@ def test_repeat_summary_statistics(repeat_dir):
     assert t.mean_s == pytest.approx(np.mean(times))
     assert t.std_s == pytest.approx(np.std(times, ddof=1))
     assert t.cv == pytest.approx(np.std(times, ddof=1) / np.mean(times))
-    exp = sps.t.interval(0.95, df=len(times) - 1, loc=np.mean(times), scale=sps.sem(times))
+    assert t.confidence == 0.99  # the experiment default (--confidence)
+    exp = sps.t.interval(t.confidence, df=len(times) - 1, loc=np.mean(times), scale=sps.sem(times))
     assert (t.ci_low_s, t.ci_high_s) == pytest.approx(exp)
     assert t.olympic_mean_s == pytest.approx(np.mean(np.sort(times)[1:-1]))
     epochs = [r.epochs_to_target for r in reached]
@@ -184,7 +186,7 @@ def test_repeat_bad_inputs_one_line(tmp_path, capsys):
 
 def test_threshold_command_uses_first_history_entry(repeat_dir, tmp_path, capsys):
     out = tmp_path / "an"
-    assert main(["analyze", "threshold", str(repeat_dir), "--from", "85", "--to", "0.9", "--step", "1",
+    assert main(["analyze", "threshold", str(repeat_dir), "--from", "85%", "--to", "0.9", "--step", "1",
                  "--out", str(out)]) == 0
     capsys.readouterr()
     a = json.loads((out / "threshold.json").read_text())

@@ -191,11 +191,11 @@ def test_recipe_file_mistakes_are_one_line(tmp_path, capsys):
 
 
 def test_python_api_returns_the_run_result(tmp_path):
-    result = daybreak.run("digits", hyperparameters={"epochs": 2}, full_schedule=True, out=tmp_path / "r", seed=1)
+    result = daybreak.run("digits", overrides={"epochs": 2}, full_schedule=True, out=tmp_path / "r", seed=1)
     assert result.task == "digits" and result.seed == 1 and len(result.history) == 2
     assert result.hyperparameters["epochs"] == 2 and (tmp_path / "r" / "result.json").exists()
     with pytest.raises(ConfigError):
-        daybreak.run("digits", hyperparameters={"lr": -1.0}, out=tmp_path / "bad")
+        daybreak.run("digits", overrides={"lr": -1.0}, out=tmp_path / "bad")
 
 
 def test_run_spec_is_resolved_once_and_round_trips(tmp_path):

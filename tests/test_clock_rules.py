@@ -19,7 +19,8 @@ from daybreak.cli import main
 from daybreak.errors import ConfigError
 from daybreak.records.run import RunResult
 from daybreak.rules import DAWNBENCH, MLPERF, RULE_SETS, Interval, read_clock, rules_table_markdown
-from daybreak.train.runner import RunConfig, parse_target, run
+from daybreak.options import parse_target
+from daybreak.train.runner import RunConfig, run
 
 from conftest import single_line
 from mlperf_compliance import compliance_messages
@@ -93,7 +94,7 @@ def test_target_syntax(text, value):
 def test_ambiguous_or_impossible_targets_are_one_line_errors(text, fragment, capsys):
     with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                        .replace("]", r"\]")):
-        parse_target(text)
+        RunConfig(target=text)
     assert main(["run", "--target", text, "-q"]) == 2
     assert single_line(capsys.readouterr().err)
 
@@ -216,6 +217,7 @@ def test_rules_flag_and_count_eval_alias(tmp_path, capsys):
     assert RunResult.load(tmp_path / "a").rules == "mlperf"
     assert main(["run", "--count-eval", "--out", str(tmp_path / "b"), "-q"]) == 0
     assert RunResult.load(tmp_path / "b").rules == "mlperf"
+    assert "--count-eval is deprecated" in capsys.readouterr().err
     assert main(["run", "--count-eval", "--rules", "dawnbench", "--out", str(tmp_path / "c"), "-q"]) == 2
     assert single_line(capsys.readouterr().err)
 
@@ -302,7 +304,8 @@ def test_sigterm_ends_other_commands_like_ctrl_c(command, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "daybreak", *command, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (out.exists() and any(out.rglob("*.json*"))):
+    wanted = "result.json" if command[0] == "repeat" else "*.json*"  # repeat: a trial's run directory exists
+    while time.monotonic() < deadline and not (out.exists() and any(out.rglob(wanted))):
         if proc.poll() is not None:
             break
         time.sleep(0.2)

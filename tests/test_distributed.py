@@ -36,7 +36,8 @@ def test_two_processes_reach_the_digits_target(ddp_run):
     assert r.best_accuracy >= 0.98
     steps_per_epoch = 1347 // 64
     assert r.history[0].step == steps_per_epoch  # steps count global batches
-    assert sorted(os.listdir(out)) == ["checkpoint.pt", "dawnbench.json", "dawnbench.tsv", "mllog.log", "result.json"]
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", "config.toml", "dawnbench.json", "dawnbench.tsv", "mllog.log",
+                                       "result.json"]
 
 
 def test_sharded_evaluation_equals_single_process_evaluation(ddp_run):

@@ -1,4 +1,4 @@
-"""CLI: `daybreak repeat`, `analyze threshold|roofline|scaling`, `lesion`, `evaluate`, `compare`, `report`."""
+"""CLI: `daybreak analyze threshold|roofline|scaling`, `evaluate`, `compare`, `report` (experiments: daybreak.experiments.cli)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
-from daybreak.options import add_rules_argument
 
 DEFAULT_ANALYSIS_DIR = Path("analysis")
 
@@ -16,73 +15,11 @@ def _log(message: str) -> None:
     print(f"daybreak: {message}", file=sys.stderr, flush=True)
 
 
-def _run_options(p: argparse.ArgumentParser) -> None:
-    """The `daybreak run` options a repeat/lesion passes to each of its runs."""
-    g = p.add_argument_group("options of each run (as for `daybreak run`)")
-    g.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE", default=[],
-                   help="override a recipe hyperparameter (repeatable)")
-    g.add_argument("--target", help="target accuracy: a fraction in (0, 1] or a percent with %% (default: the task's)")
-    g.add_argument("--seed-start", type="seed", default=0, help="first seed (0..2**32-1); runs use seeds S, S+1, ...")
-    g.add_argument("--data-dir", type=Path, help="folder holding the task's files")
-    g.add_argument("--allow-custom-data", action="store_true", help="accept files that fail the official checksums")
-    g.add_argument("--no-download", action="store_true", help="never download")
-    g.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps")
-    g.add_argument("--amp", default="auto", choices=["auto", "off", "bf16", "fp16"], help="autocast precision")
-    g.add_argument("--compile", action="store_true", help="torch.compile the model (compile time counts as init)")
-    g.add_argument("--threads", type=int, help="torch intra-op CPU threads")
-    g.add_argument("--eval-every", dest="eval_every_epochs", type=int, default=1, metavar="N",
-                   help="evaluate every N epochs")
-    g.add_argument("--eval-every-steps", type=int, metavar="N", help="evaluate every N optimizer steps instead")
-    add_rules_argument(g)
-    g.add_argument("--full-schedule", action="store_true",
-                   help="train the whole schedule (needed to see thresholds above the target)")
-    g.add_argument("--cost-per-hour", type=float, metavar="USD", help="price of the machine per hour")
-    g.add_argument("--instance", metavar="NAME", help="take the price from the catalog")
-
-
-def _repeat_options(args: argparse.Namespace, task: str, out: Path, runs: int, recipe: str | None):
-    from daybreak.analysis.repeat import RepeatOptions
-    from daybreak.recipes import get_recipe, parse_overrides
-    from daybreak.tasks import get_task
-    from daybreak.options import resolve_rules
-    from daybreak.train.runner import RunConfig, parse_target
-
-    r = get_recipe(recipe or get_task(task).reference_recipe)
-    template = RunConfig(
-        task=task, recipe=r.name, overrides=parse_overrides(args.overrides, r.defaults),
-        target=None if args.target is None else parse_target(args.target), rules=resolve_rules(args),
-        data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
-        device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
-        eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
-        full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour, instance=args.instance,
-        command=["daybreak", *args.argv],
-    )
-    return RepeatOptions(run=template, out=out, runs=runs, seed_start=args.seed_start, log=_log)
-
-
 def register(sub: argparse._SubParsersAction) -> None:
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    from daybreak.config import RunConfig
+    from daybreak.options import add_flags
 
-    # --- repeat ------------------------------------------------------------------------------------------------
-    p = sub.add_parser(
-        "repeat", formatter_class=fmt,
-        help="run a recipe over N seeds and summarize the stability of its time-to-target",
-        description="Run N seeds of a recipe (each a normal run directory OUT/seed-<n>, run in this process) and "
-                    "write OUT/summary.json: time-to-target mean, sample std, coefficient of variation, 95% "
-                    "Student-t confidence interval of the mean, MLPerf-style olympic mean (fastest and slowest "
-                    "dropped; needs >= 3 reached runs), the fraction of runs that reached the target and the "
-                    "epochs-to-target distribution. Runs that do not reach the target are recorded, excluded from "
-                    "the time statistics and counted. Running the same command again reuses finished seed "
-                    "directories. Exit status 0 if at least one run reached the target, 3 if none did, 5 if a run "
-                    "crashed.",
-    )
-    p.add_argument("task", help="task name (see `daybreak tasks`)")
-    p.add_argument("--recipe", help="recipe (default: the task's reference recipe)")
-    p.add_argument("--runs", type=int, required=True, metavar="N", help="number of seeds")
-    p.add_argument("--out", type=Path, required=True, help="repeat directory (resumable)")
-    _run_options(p)
-    p.add_argument("--json", action="store_true", help="print summary.json")
-    p.set_defaults(func=cmd_repeat)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
 
     # --- analyze -----------------------------------------------------------------------------------------------
     p = sub.add_parser("analyze", help="analyses of runs and sweeps: threshold, roofline, scaling",
@@ -101,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "threshold.md and threshold.png.",
     )
     t.add_argument("paths", nargs="+", metavar="RUNS", help="run directories, repeat directories or folders of runs")
-    t.add_argument("--from", dest="start", type=float, help="lowest threshold, fraction (0.94) or percent (94)")
-    t.add_argument("--to", dest="stop", type=float, help="highest threshold, fraction or percent")
+    t.add_argument("--from", dest="start", metavar="X", help="lowest threshold: a fraction (0.94) or a percent with %% "
+                                                            "(94%%), read like --target")
+    t.add_argument("--to", dest="stop", metavar="X", help="highest threshold, read like --target")
     t.add_argument("--step", type=float, help="step in percentage points (default 0.5)")
     t.add_argument("--out", type=Path, default=DEFAULT_ANALYSIS_DIR, help="output directory")
     t.add_argument("--json", action="store_true", help="print threshold.json")
@@ -141,25 +79,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print scaling.json")
     s.set_defaults(func=cmd_scaling)
 
-    # --- lesion ------------------------------------------------------------------------------------------------
-    p = sub.add_parser(
-        "lesion", formatter_class=fmt,
-        help="run a recipe with each optimization switched off in turn, against the full recipe",
-        description="Runs the full recipe and, for each switch named in --without (default: all of the recipe's "
-                    "switches; see `daybreak recipes NAME`), the recipe with that switch set to false; --runs-per "
-                    "seeds each, as repeat directories OUT/full, OUT/no-<switch>. Writes OUT/lesion.json, "
-                    "lesion.md and lesion.png: time-to-target and final accuracy of each variant and their ratio "
-                    "to the full recipe's. Resumable like `daybreak repeat`.",
-    )
-    p.add_argument("recipe", help="recipe name (see `daybreak recipes`)")
-    p.add_argument("--without", metavar="A,B,...",
-                   help="switches to turn off one at a time (default: every switch; '' runs only the full recipe)")
-    p.add_argument("--runs-per", type=int, default=1, metavar="N", help="seeds per variant")
-    p.add_argument("--out", type=Path, required=True, help="lesion directory (resumable)")
-    _run_options(p)
-    p.add_argument("--json", action="store_true", help="print lesion.json")
-    p.set_defaults(func=cmd_lesion)
-
     # --- evaluate ----------------------------------------------------------------------------------------------
     p = sub.add_parser(
         "evaluate", formatter_class=fmt,
@@ -171,14 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "original accuracy and the difference.",
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    p.add_argument("--data-dir", type=Path,
-                   help="folder with the other set's files (default: the folder the run read)")
-    p.add_argument("--allow-custom-data", action="store_true",
-                   help="accept files that do not match the official checksums (needed for any other set; not for "
-                        "the run's own folder when the run was made with this flag)")
-    p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps")
-    p.add_argument("--amp", default="auto", choices=["auto", "off", "bf16", "fp16"], help="autocast precision")
-    p.add_argument("--threads", type=int, help="torch intra-op CPU threads")
+    add_flags(p, RunConfig, "evaluate")
     p.add_argument("--json", action="store_true", help="print the new entry as JSON")
     p.set_defaults(func=cmd_evaluate)
 
@@ -223,25 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --- commands ---------------------------------------------------------------------------------------------------
 
-def cmd_repeat(args: argparse.Namespace) -> int:
-    from daybreak.analysis.repeat import format_repeat, run_repeat
-    from daybreak.tasks import get_task
-    from daybreak.train.runner import EXIT_FAILED, EXIT_NOT_REACHED
-
-    task = get_task(args.task)
-    options = _repeat_options(args, task.name, args.out, args.runs, args.recipe)
-    summary = run_repeat(options)
-    if args.json:
-        print(summary.model_dump_json(indent=2))
-    else:
-        print(format_repeat(summary))
-        print(f"  summary          {args.out / 'summary.json'}")
-    if any(r.status == "failed" for r in summary.runs):
-        return EXIT_FAILED
-    return 0 if summary.n_reached else EXIT_NOT_REACHED
-
-
-def _print_table(header: list[str], body: list[list[str]]) -> None:
+def print_table(header: list[str], body: list[list[str]]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)] if body else [len(h) for h in header]
     print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
     for row in body:
@@ -251,12 +145,16 @@ def _print_table(header: list[str], body: list[list[str]]) -> None:
 def cmd_threshold(args: argparse.Namespace) -> int:
     from daybreak.analysis.threshold import analyze_threshold, table_rows, write_threshold
 
-    a = analyze_threshold(args.paths, args.start, args.stop, args.step, command=["daybreak", *args.argv])
+    from daybreak.options import Opt, parse_target
+
+    start = Opt("--from", "", parse=parse_target).check(args.start)
+    stop = Opt("--to", "", parse=parse_target).check(args.stop)
+    a = analyze_threshold(args.paths, start, stop, args.step, command=["daybreak", *args.argv])
     written = write_threshold(a, args.out)
     if args.json:
         print(a.model_dump_json(indent=2))
         return 0
-    _print_table(*table_rows(a))
+    print_table(*table_rows(a))
     for n in a.notes:
         print(f"note: {n}")
     print(f"wrote {', '.join(str(p) for p in written)}")
@@ -272,7 +170,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     if args.json:
         print(a.model_dump_json(indent=2))
         return 0
-    _print_table(*table_rows(a))
+    print_table(*table_rows(a))
     print(f"bytes per step are an estimate: {a.bytes_method}")
     for p in a.points:
         for n in p.notes:
@@ -292,42 +190,26 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         print(a.model_dump_json(indent=2))
         return 0
     if a.throughput:
-        _print_table(*throughput_table(a))
+        print_table(*throughput_table(a))
         print()
     if a.runs:
-        _print_table(*runs_table(a))
+        print_table(*runs_table(a))
     for n in a.notes:
         print(f"note: {n}")
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
 
 
-def cmd_lesion(args: argparse.Namespace) -> int:
-    from daybreak.analysis.lesion import run_lesion, table_rows
-    from daybreak.recipes import get_recipe
-
-    recipe = get_recipe(args.recipe)
-    base = _repeat_options(args, recipe.task, args.out, args.runs_per, recipe.name)
-    if args.runs_per < 1:
-        raise ConfigError(f"--runs-per {args.runs_per}: must be >= 1")
-    summary = run_lesion(recipe.name, args.without, base)
-    if args.json:
-        print(summary.model_dump_json(indent=2))
-        return 0
-    _print_table(*table_rows(summary))
-    for v in summary.variants:
-        for n in v.notes:
-            print(f"note ({v.name}): {n}")
-    print(f"wrote {args.out / 'lesion.json'}, lesion.md, lesion.png")
-    return 0
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from daybreak.analysis.generalization import evaluate_run, format_entry
+    from daybreak.config import RunConfig
+    from daybreak.options import values_for
     from daybreak.records.generalization import GENERALIZATION_FILE
 
-    entry = evaluate_run(args.run_dir, args.data_dir, allow_custom_data=args.allow_custom_data, device=args.device,
-                         amp=args.amp, threads=args.threads, command=["daybreak", *args.argv])
+    shared = values_for(RunConfig, args, "evaluate")
+    entry = evaluate_run(args.run_dir, shared["data_dir"], allow_custom_data=shared["allow_custom_data"],
+                         device=shared["device"], amp=shared["amp"], threads=shared["threads"],
+                         command=["daybreak", *args.argv])
     if args.json:
         print(entry.model_dump_json(indent=2))
     else:

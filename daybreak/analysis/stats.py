@@ -222,3 +222,31 @@ def speedups(base_value: float, base_devices: int, values: dict[int, float],
         s = value / base_value if higher_is_better else base_value / value
         out[devices] = (s, s / (devices / base_devices))
     return out
+
+
+def target_significance(final_accuracies: list[float], target: float, *, alpha: float = 0.01,
+                        confidence: float = 0.95) -> "TargetSignificance":
+    """Is the mean final accuracy above the target? A one-sided one-sample t-test (H1: mean > target) at ``alpha``
+    (the nanoGPT speedrun accepts records at p < 0.01) and the Student-t interval of the mean."""
+    from scipy import stats as sps
+
+    from daybreak.records.significance import TargetSignificance
+
+    v = _clean(final_accuracies)
+    at = sum(1 for x in v if x >= target)
+    m = mean(v)
+    if len(v) < 2:
+        return TargetSignificance(n=len(v), n_at_or_above_target=at, mean=m, confidence=confidence, alpha=alpha,
+                                  significant=False, note="fewer than 2 runs: no test")
+    s = sample_std(v)
+    ci = confidence_interval(v, confidence)
+    if not s:
+        above = m is not None and m > target
+        return TargetSignificance(n=len(v), n_at_or_above_target=at, mean=m, ci_low=ci[0] if ci else m,
+                                  ci_high=ci[1] if ci else m, confidence=confidence, alpha=alpha, significant=above,
+                                  note="every run has the same accuracy: decided by comparing the mean")
+    res = sps.ttest_1samp(v, target, alternative="greater")
+    p = float(res.pvalue)
+    return TargetSignificance(n=len(v), n_at_or_above_target=at, mean=m, ci_low=ci[0] if ci else None,
+                              ci_high=ci[1] if ci else None, confidence=confidence, t_statistic=float(res.statistic),
+                              p_value=p, alpha=alpha, significant=p < alpha)

@@ -21,13 +21,6 @@ DEFAULT_BELOW = 4.0  # points below the target
 DEFAULT_STEP = 0.5  # points
 
 
-def _percent(value: float, flag: str) -> float:
-    """--from/--to: a fraction (0.98) or percent (98) -> percent."""
-    if not (0 < value <= 100):
-        raise ConfigError(f"{flag} {value}: give a fraction (0.96) or a percent (96), in (0, 100]")
-    return value * 100 if value <= 1 else value
-
-
 def analyze_threshold(paths: list[str | Path], start: float | None = None, stop: float | None = None,
                       step: float | None = None, command: list[str] | None = None,
                       runs: list[AnalyzedRun] | None = None) -> ThresholdAnalysis:
@@ -38,8 +31,9 @@ def analyze_threshold(paths: list[str | Path], start: float | None = None, stop:
     if len(targets) > 1:
         notes.append("the runs have different targets (" + ", ".join(f"{t * 100:.2f}%" for t in targets)
                      + f"); the default range ends at the highest, {target_pct:.2f}%")
-    stop_pct = _percent(stop, "--to") if stop is not None else target_pct
-    start_pct = _percent(start, "--from") if start is not None else max(stop_pct - DEFAULT_BELOW, 0.5)
+    # start/stop: fractions, read by daybreak.options.parse_target like every --target
+    stop_pct = round(stop * 100, 6) if stop is not None else target_pct
+    start_pct = round(start * 100, 6) if start is not None else max(stop_pct - DEFAULT_BELOW, 0.5)
     step_pct = DEFAULT_STEP if step is None else step
     try:
         thresholds = threshold_grid(start_pct, stop_pct, step_pct)

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
-from daybreak.rules import DEFAULT_RULES, MLPERF, RULE_SETS
 
 DESCRIPTION = """\
 Run PROGRAM as a child process and time it to the target accuracy from the MLPerf `:::MLLOG` records it
@@ -35,11 +34,14 @@ EPILOG = """\
 examples:
   daybreak time --task digits -- python train.py --epochs 20
   daybreak time --task cifar10 --stop-at-target --instance aws-p3.2xlarge -- ./run_and_time.sh
-  daybreak time --task mnist --target 98 --log results/mllog.txt
+  daybreak time --task mnist --target 98% --log results/mllog.txt
   daybreak time --task imagenet --rules mlperf --log result_0.txt"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from daybreak.config import RunConfig
+    from daybreak.options import add_flags
+
     p = sub.add_parser(
         "time",
         help="time any framework's training program to the target accuracy from its MLPerf log (`-- CMD ...`)",
@@ -47,22 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=_Formatter,
     )
-    p.add_argument("--task", required=True, help="task whose target applies (see `daybreak tasks`)")
-    p.add_argument("--target", type=float, help="target accuracy as a fraction or percent (default: the task's); "
-                                                "a non-default target makes the run unofficial")
-    p.add_argument("--cost-per-hour", type=float, metavar="USD", help="price of the machine per hour")
-    p.add_argument("--instance", metavar="NAME", help="take the price from the catalog (see `daybreak instances`)")
-    p.add_argument("--out", type=Path, metavar="DIR", help="run directory (default: runs/<task>-external-<timestamp>)")
+    add_flags(p, RunConfig, "time")
     p.add_argument("--stop-at-target", action="store_true",
                    help="end the program (SIGTERM to its process group, SIGKILL after --grace-s) once it reaches "
                         "the target")
     p.add_argument("--grace-s", type=float, default=10.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL when ending the program (default: 10)")
-    p.add_argument("--rules", choices=list(RULE_SETS), default=None,
-                   help=f"the headline rule set: {' or '.join(RULE_SETS)} (default: {DEFAULT_RULES}); the record "
-                        "holds both")
-    p.add_argument("--count-eval", action="store_true",
-                   help="deprecated alias for --rules mlperf (evaluation counted in time-to-target)")
     p.add_argument("--clock-tolerance", default="5%+2s", metavar="TOL",
                    help="how far the program's timestamp intervals may differ from the wall clock's: percent of "
                         "the wall interval plus seconds, e.g. '5%%+2s' (the default), '10%%', '3s'")
@@ -70,11 +62,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="eval_accuracy values (default: auto, which reads a log as percent when any value is above 1)")
     p.add_argument("--log", type=Path, metavar="FILE",
                    help="compute the record from an existing mllog file instead of running a program")
-    p.add_argument("--author", default=None,
-                   help="author for the DAWNBench JSON (default: the log's submission_org, else your user name)")
-    p.add_argument("--author-email", default="", help="author e-mail for the DAWNBench JSON")
-    p.add_argument("--quiet", "-q", action="store_true", help="no status line, no summary (program output still "
-                                                               "passes through)")
     p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS ...]",
                    help="the program to run and its arguments, after --")
@@ -86,7 +73,9 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def cmd_time(args: argparse.Namespace) -> int:
+    from daybreak.config import RunConfig
     from daybreak.external.mllog_clock import parse_tolerance
+    from daybreak.options import values_for
     from daybreak.external.config import TimeConfig
     from daybreak.external.timer import time_command, time_log
     from daybreak.train.runner import EXIT_CODES
@@ -101,17 +90,12 @@ def cmd_time(args: argparse.Namespace) -> int:
                           "train.py`, or --log FILE")
     if args.log is not None and args.stop_at_target:
         raise ConfigError("--stop-at-target needs a program to stop; it does not apply to --log")
-    rules = args.rules or DEFAULT_RULES
-    if args.count_eval:
-        if args.rules not in (None, MLPERF.name):
-            raise ConfigError(f"--count-eval means --rules {MLPERF.name}; it contradicts --rules {args.rules}")
-        rules = MLPERF.name
-        print(f"daybreak: --count-eval is deprecated: use --rules {MLPERF.name}", file=sys.stderr)
+    if not hasattr(args, "task"):
+        raise ConfigError("--task is required: the task whose target applies (see `daybreak tasks`)")
+    shared = values_for(RunConfig, args, "time")
     config = TimeConfig(
-        task=args.task, command=command, log=args.log, target=args.target, out=args.out,
-        cost_per_hour=args.cost_per_hour, instance=args.instance, stop_at_target=args.stop_at_target,
-        grace_s=args.grace_s, rules=rules, tolerance=parse_tolerance(args.clock_tolerance),
-        unit=args.accuracy_unit, quiet=args.quiet, author=args.author, author_email=args.author_email,
+        **shared, command=command, log=args.log, stop_at_target=args.stop_at_target,
+        grace_s=args.grace_s, tolerance=parse_tolerance(args.clock_tolerance), unit=args.accuracy_unit,
         invocation=["daybreak", *getattr(args, "argv", sys.argv[1:])] if args.log is not None else [],
     )
     result = time_log(config) if args.log is not None else time_command(config)
@@ -119,7 +103,7 @@ def cmd_time(args: argparse.Namespace) -> int:
         print(f"daybreak: warning: {warning}", file=sys.stderr)
     if args.json:
         print(result.model_dump_json(indent=2))
-    elif not args.quiet:
+    elif not config.quiet:
         print(summary(result, config.out))
     if result.status != "reached":
         print(f"daybreak: {result.status}: {result.message}", file=sys.stderr)

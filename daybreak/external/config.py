@@ -1,4 +1,6 @@
-"""`daybreak time`'s options, typed (built by daybreak.external.commands, read by the timer and its recorder)."""
+"""`daybreak time`'s options, typed (built by daybreak.external.commands, read by the timer and its recorder). The
+options it shares with `daybreak run` (task, target, rules, price, out, author, quiet) are declared once, on
+daybreak.config.RunConfig, and arrive here checked."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from daybreak.external.mllog_clock import Tolerance
-from daybreak.rules import DEFAULT_RULES, MLPERF, get_rules
+from daybreak.rules import DEFAULT_RULES, get_rules
 
 
 @dataclass
@@ -18,10 +20,10 @@ class TimeConfig:
     out: Path | None = None
     cost_per_hour: float | None = None
     instance: str | None = None
+    price_file: Path | None = None
     stop_at_target: bool = False
     grace_s: float = 10.0
     rules: str = DEFAULT_RULES  # the headline rule set (daybreak.rules); every rule set is recorded
-    count_eval: bool = False  # deprecated: the same as rules="mlperf"
     tolerance: Tolerance = field(default_factory=Tolerance)
     unit: str = "auto"  # accuracy values: auto | fraction | percent
     quiet: bool = False
@@ -31,4 +33,4 @@ class TimeConfig:
 
     @property
     def rule_set(self) -> str:
-        return MLPERF.name if self.count_eval else get_rules(self.rules).name
+        return get_rules(self.rules).name

@@ -44,7 +44,6 @@ from daybreak.records.run import ClockRules, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import get_task
 from daybreak.train.rundir import check_out_dir, default_run_dir
-from daybreak.train.spec import parse_target
 
 RECIPE = "external"
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (kept whole in program.log, in pieces)
@@ -82,8 +81,8 @@ def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
 def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunResult, Path, float]:
     """Check everything a user can get wrong; build the initial record. Nothing is written yet."""
     task = get_task(config.task)
-    target = task.target if config.target is None else parse_target(config.target)
-    price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
+    target = task.target if config.target is None else config.target
+    price, instance, price_date = resolve_price(config.cost_per_hour, config.instance, config.price_file)
     if not (config.grace_s >= 0 and config.grace_s != float("inf")):
         raise ConfigError(f"--grace-s {config.grace_s}: must be a finite number of seconds >= 0")
     if config.unit not in ACCURACY_UNITS:

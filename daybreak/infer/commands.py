@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from daybreak.config import RunConfig
     from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
+    from daybreak.options import add_flags
 
     p = sub.add_parser(
         "infer",
@@ -26,21 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory made by `daybreak run`")
-    p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps (auto: CUDA > MPS > CPU)")
-    p.add_argument("--amp", default="auto", choices=["auto", "off", "bf16", "fp16"],
-                   help="autocast precision (auto: bf16/fp16 on CUDA, off elsewhere)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (compiled during warm-up, untimed)")
-    p.add_argument("--threads", type=int, help="torch intra-op CPU threads")
+    add_flags(p, RunConfig, "infer")
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, metavar="N",
                    help="untimed batch-1 queries before the timed pass")
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="B",
                    help="batch size of the offline throughput measurement")
     p.add_argument("--throughput-repeats", type=int, default=DEFAULT_REPEATS, metavar="R",
                    help="timed passes over the eval set for throughput (median reported; 0 skips it)")
-    price = p.add_mutually_exclusive_group()
-    price.add_argument("--cost-per-hour", type=float, metavar="USD",
-                       help="price of the machine per hour (default: the run's own price, if it has one)")
-    price.add_argument("--instance", metavar="NAME", help="take the price from the catalog (see `daybreak instances`)")
     p.add_argument("--backend", default="daybreak", choices=["daybreak", "loadgen"],
                    help="loadgen: also run MLCommons LoadGen's SingleStream and Offline scenarios "
                         "(needs daybreak[loadgen]) and store its p90 latency and samples/s")
@@ -48,31 +42,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="LoadGen min_query_count (SingleStream queries; samples of the Offline query)")
     p.add_argument("--loadgen-min-duration", type=float, default=0.0, metavar="SECONDS",
                    help="LoadGen min_duration per scenario (MLPerf submissions use 600)")
-    p.add_argument("--data-dir", type=Path,
-                   help="folder holding the task's files (default: the folder the run read, from its result.json's "
-                        "data_source; the cache folder for runs that recorded none)")
-    p.add_argument("--no-download", action="store_true", help="never download; fail if the files are missing")
-    p.add_argument("--allow-custom-data", action="store_true",
-                   help="accept files that do not match the official checksums (not needed for the run's own "
-                        "folder when the run itself was made with this flag)")
-    p.add_argument("--idle-power-seconds", type=float, default=2.0, metavar="S",
-                   help="seconds of idle power sampled before the measurement where energy counters exist (0: skip)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
     p.add_argument("--json", action="store_true", help="print inference.json instead of the summary")
     p.set_defaults(func=cmd_infer)
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
+    from daybreak.config import RunConfig
     from daybreak.infer.latency import EXIT_INVALID, InferConfig, infer
+    from daybreak.options import values_for
 
+    shared = values_for(RunConfig, args, "infer")
+    quiet = shared.pop("quiet")
     config = InferConfig(
-        run_dir=args.run_dir, device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
+        run_dir=args.run_dir, **shared,
         warmup=args.warmup, batch_size=args.batch_size, throughput_repeats=args.throughput_repeats,
-        cost_per_hour=args.cost_per_hour, instance=args.instance, backend=args.backend,
-        loadgen_min_queries=args.loadgen_min_queries, loadgen_min_duration_s=args.loadgen_min_duration,
-        data_dir=args.data_dir, download=not args.no_download, allow_custom_data=args.allow_custom_data,
-        idle_power_s=args.idle_power_seconds, progress=not args.quiet and sys.stderr.isatty(), command=["daybreak", *_argv(args)],
+        backend=args.backend, loadgen_min_queries=args.loadgen_min_queries,
+        loadgen_min_duration_s=args.loadgen_min_duration, progress=not quiet and sys.stderr.isatty(),
+        command=["daybreak", *_argv(args)],
     )
+    args.quiet = quiet
     result = infer(config)
     if args.json:
         print(result.model_dump_json(indent=2))

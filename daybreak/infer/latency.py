@@ -432,6 +432,7 @@ class InferConfig:
     throughput_repeats: int = DEFAULT_REPEATS  # 0: skip the throughput measurement
     cost_per_hour: float | None = None
     instance: str | None = None
+    price_file: Path | None = None
     backend: str = "daybreak"  # or "loadgen": also run MLCommons LoadGen's SingleStream + Offline
     loadgen_min_queries: int = 1024
     loadgen_min_duration_s: float = 0.0
@@ -493,7 +494,7 @@ def infer(config: InferConfig) -> InferenceResult:
             raise ConfigError(f"--loadgen-min-queries {config.loadgen_min_queries}: must be >= 1")
         if not config.loadgen_min_duration_s >= 0:
             raise ConfigError(f"--loadgen-min-duration {config.loadgen_min_duration_s}: must be >= 0")
-    price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
+    price, instance, price_date = resolve_price(config.cost_per_hour, config.instance, config.price_file)
     set_threads(config.threads)
     device = select_device(config.device)
     amp = resolve_amp(config.amp, device)

@@ -8,7 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from daybreak.records.base import Record
+from daybreak.records.experiment import RatioEstimate
 from daybreak.records.provenance import Provenance
+from daybreak.records.significance import TargetSignificance
 
 LESION_FILE = "lesion.json"
 
@@ -29,6 +31,9 @@ class LesionVariant(BaseModel):
     time_ratio: float | None = None  # mean time-to-target / the full recipe's
     final_accuracy_ratio: float | None = None  # mean final accuracy / the full recipe's
     final_accuracy_diff: float | None = None  # mean final accuracy - the full recipe's (fraction)
+    comparison: RatioEstimate | None = None  # paired time ratio variant / full, its interval and verdict
+    accuracy: TargetSignificance | None = None  # mean final accuracy vs the target
+    n_busy: int = 0
     notes: list[str] = Field(default_factory=list)
 
 
@@ -47,7 +52,10 @@ class LesionSummary(Record):
     seeds: list[int]
     overrides: dict[str, Any] = Field(default_factory=dict)
     variants: list[LesionVariant]
-    method: str = ("time ratio = variant mean time-to-target (reached runs) / full recipe's; accuracy ratio = "
-                   "variant mean final accuracy / full recipe's; unreached runs are excluded from time means and "
-                   "counted in reached_fraction")
+    confidence: float = 0.95
+    complete: bool = True
+    method: str = ("time ratio (paired) = geometric mean over seeds of variant time-to-target / the full recipe's with "
+                   "the same seed, each trial a fresh process, variants interleaved; its interval is Student-t on "
+                   "the log ratios; a switch matters when the interval excludes 1; accuracy ratio = variant mean final "
+                   "accuracy / full recipe's; unreached runs are excluded from the time statistics and counted")
     provenance: Provenance

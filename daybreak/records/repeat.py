@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from daybreak.records.base import Record
 from daybreak.records.provenance import Provenance
+from daybreak.records.significance import TargetSignificance
 
 REPEAT_FILE = "summary.json"
 CONFIDENCE = 0.95  # of the confidence interval of the mean time-to-target
@@ -55,6 +56,10 @@ class RepeatRun(BaseModel):
     train_s: float | None = None
     device: str | None = None
     reused: bool = False  # found finished in the directory, not run by this invocation
+    busy: bool = False  # the machine was busy while it ran (its record's context warnings)
+    excluded: bool = False  # left out of the statistics (--busy exclude, or replaced by a re-run)
+    data_load_s: float | None = None  # cold-start phases: every trial of an experiment pays them alike
+    model_init_s: float | None = None
 
 
 class RepeatSummary(Record):
@@ -79,4 +84,8 @@ class RepeatSummary(Record):
     unreached_policy: str = UNREACHED_POLICY
     complete: bool = True  # False while seeds are still to run
     runs: list[RepeatRun]
+    accuracy: TargetSignificance | None = None  # mean final accuracy, its CI, and p of "mean > target"
+    n_busy: int = 0
+    cold_start_spread: float | None = None  # max / min of data_load + model_init over the counted runs
+    trials: str | None = None  # how the runs were made: "fresh processes (experiment.json)", or "one process"
     provenance: Provenance

@@ -70,6 +70,9 @@ def _seconds(flag: str, value: float) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from daybreak.config import RunConfig
+    from daybreak.options import add_flags
+
     p = sub.add_parser(
         "throughput",
         help="DLPerf-style throughput sweep: samples/s over batch size, precision, compile and devices",
@@ -100,18 +103,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                   "224 for resnet50)")
     p.add_argument("--data", metavar="TASK", help="feed this task's real training data (prepared by its recipe, "
                                                   "kept on the device) instead of synthetic inputs")
-    p.add_argument("--data-dir", type=Path, help="with --data: folder holding the task's files themselves "
-                                                 "(default: $DAYBREAK_DATA/<task> or the user cache dir)")
-    p.add_argument("--allow-custom-data", action="store_true",
-                   help="with --data: accept files that do not match the official checksums (recorded)")
-    p.add_argument("--no-download", action="store_true",
-                   help="with --data: never download; fail if the files are missing")
     p.add_argument("--channels-last", action="store_true", help="NHWC model and inputs")
-    p.add_argument("--device", default="auto", help="auto|cpu|cuda|mps (auto: CUDA > MPS > CPU)")
+    add_flags(p, RunConfig, "throughput")
     p.add_argument("--warmup", type=int, default=20, help="untimed steps first (compilation happens here)")
     p.add_argument("--steps", type=int, default=100, help="steps per timed repeat")
     p.add_argument("--repeats", type=int, default=7, help="timed repeats; the median is reported")
-    p.add_argument("--threads", type=int, help="torch threads per process (default: cores / processes on CPU)")
     p.add_argument("--find-max-batch", action="store_true",
                    help="after an out-of-memory error halve the batch size until it fits; record the largest")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per configuration before it is killed")
@@ -123,7 +119,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true", help="re-measure configurations recorded as failed or "
                                                                "timed out")
     p.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress, no per-configuration lines")
+    p.add_argument("--json", action="store_true", help="print the sweep's results (one ThroughputResult per "
+                                                        "configuration) as a JSON list instead of the table")
     p.set_defaults(func=cmd_throughput)
     _one_line_errors(p)
 
@@ -137,7 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the user cache dir; `daybreak throughput` uses the cache for utilization.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps")
+    add_flags(p, RunConfig, "peak")
     p.add_argument("--force", action="store_true", help="re-measure even if cached")
     p.add_argument("--precisions", default="fp32,bf16,fp16", help="which matmul precisions, comma-separated")
     p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
@@ -145,25 +142,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=int, help="largest matmul n (default 2048 on CPU, 8192 on GPU; smaller when "
                                             "the device is slow or the budget tight); implies --force")
     p.add_argument("--repeats", type=int, default=5, help="repeats per measurement; implies --force if changed")
-    p.add_argument("--threads", type=int, help="torch threads on CPU (part of the cache key)")
     p.add_argument("--json", action="store_true", help="print the PeakResult JSON")
     p.set_defaults(func=cmd_peak)
     _one_line_errors(p)
 
 
 def cmd_throughput(args: argparse.Namespace) -> int:
+    from daybreak.config import RunConfig
+    from daybreak.options import values_for
     from daybreak.records.throughput import CSV_FILE, MARKDOWN_FILE, RESULTS_FILE
     from daybreak.sweep.sweep import SweepOptions, run_sweep
     from daybreak.sweep.views import SPEEDUP_PLOT, THROUGHPUT_PLOT
 
+    shared = values_for(RunConfig, args, "throughput")
+    args.quiet = shared["quiet"]
     options = SweepOptions(
         model=args.model, mode=args.mode, out=args.out or Path("throughput") / f"{args.model}-{args.mode}",
         batch_sizes=_int_list("--batch-sizes", args.batch_sizes), amps=_amp_list(args.amp),
         compiles=_bool_list(args.compile), devices=_int_list("--devices", args.devices), nodes=args.nodes,
         node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
-        seq_len=args.seq_len, image_size=args.image_size, data=args.data, data_dir=args.data_dir,
-        allow_custom_data=args.allow_custom_data, download=not args.no_download, channels_last=args.channels_last,
-        device=args.device, warmup=args.warmup, steps=args.steps, repeats=args.repeats, threads=args.threads,
+        seq_len=args.seq_len, image_size=args.image_size, data=args.data, data_dir=shared["data_dir"],
+        allow_custom_data=shared["allow_custom_data"], download=shared["download"], channels_last=args.channels_last,
+        device=shared["device"], warmup=args.warmup, steps=args.steps, repeats=args.repeats, threads=shared["threads"],
         find_max_batch=args.find_max_batch, force=args.force, retry_failed=args.retry_failed,
         timeout_s=_seconds("--timeout", args.timeout), peak_budget_s=_seconds("--peak-budget", args.peak_budget),
         plots=not args.no_plots, quiet=args.quiet,
@@ -171,7 +171,9 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     outcome = run_sweep(options)
     if args.node_rank != 0:
         return EXIT_OK
-    if not args.quiet:
+    if args.json:
+        print("[" + ",\n".join(row.model_dump_json(indent=2) for row in outcome.rows) + "]")
+    elif not args.quiet:
         files = [RESULTS_FILE, CSV_FILE, MARKDOWN_FILE] + [
             f for f in (THROUGHPUT_PLOT, SPEEDUP_PLOT) if (outcome.out / f).exists()]
         print(f"{outcome.measured} measured, {outcome.skipped} already there, {outcome.failed} not ok; "
@@ -224,6 +226,11 @@ def cmd_peak(args: argparse.Namespace) -> int:
     from daybreak.sweep.peak import check_precisions, get_peak
     from daybreak.records.throughput import format_peak
 
+    from daybreak.config import RunConfig
+    from daybreak.options import values_for
+
+    shared = values_for(RunConfig, args, "peak")
+    args.device, args.threads = shared["device"], shared["threads"]
     budget = _seconds("--budget", args.budget)
     precisions = check_precisions(args.precisions.split(","))
     if args.repeats < 1:

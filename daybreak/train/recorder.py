@@ -59,8 +59,9 @@ class RunRecorder:
 
     def __init__(self, run_dir: Path, result: RunResult, timeline: Timeline, *, author: str = "",
                  author_email: str = "", write: bool = True, benchmark: str | None = None,
-                 replace_failed: bool = False, energy: Any = None):
+                 replace_failed: bool = False, energy: Any = None, files: dict[str, str] | None = None):
         self.run_dir = Path(run_dir)
+        self._files = dict(files or {})  # written once, with the directory (e.g. the run's config.toml)
         self.write = write
         self.result = result
         self.timeline = timeline
@@ -91,6 +92,8 @@ class RunRecorder:
             self.result.save(staging)
             write_dawnbench(self.result, staging, **self._submission)
             (staging / MLLOG_FILE).touch()
+            for name, text in self._files.items():
+                (staging / name).write_text(text, encoding="utf-8")
             if replace_failed and self.run_dir.is_dir():
                 old = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}.failed.", dir=parent))
                 os.replace(self.run_dir, old / "run")

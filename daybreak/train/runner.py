@@ -34,7 +34,7 @@ from daybreak.train.energy import RunEnergy
 from daybreak.train.recorder import RunRecorder
 from daybreak.train.run_context import finish_context, static_context
 from daybreak.train.rundir import check_out_dir, default_run_dir
-from daybreak.train.spec import RunConfig, RunSpec, parse_target, resolve_run_spec  # noqa: F401 (RunConfig, parse_target: imported from here)
+from daybreak.train.spec import CONFIG_FILE, RunConfig, RunSpec, resolve_run_spec
 from daybreak.train.step import Backend, TrainStep
 from daybreak.train.views import TrainingData
 from daybreak.train.warmup import compile_count, warm_up
@@ -64,7 +64,7 @@ def run(request: RunConfig | RunSpec) -> RunResult:
     ``resolve_run_spec``, or a torchrun worker's ``DAYBREAK_RUN_SPEC``) is used as it is."""
     wall_start_ns = time.perf_counter_ns()
     started_at = datetime.now(timezone.utc)
-    spec = resolve_run_spec(request) if isinstance(request, RunConfig) else request
+    spec = request if isinstance(request, RunSpec) else resolve_run_spec(request)
     task, recipe = spec.task_obj(), spec.recipe_obj()
     set_threads(spec.threads)
     ctx, rank_device = init_distributed(spec.device, spec.dist_timeout_s)  # single process: no-op
@@ -74,7 +74,7 @@ def run(request: RunConfig | RunSpec) -> RunResult:
                               f"{ctx.world_size}")
         backend = Backend.resolve(spec.device, spec.amp, ctx, rank_device)
         out = Path(spec.out) if spec.out else default_run_dir(task.name, recipe.name, started_at)
-        if isinstance(request, RunConfig):
+        if not isinstance(request, RunSpec):
             request.out = out  # the caller learns where the run directory is
         return _run(spec.with_(out=str(out)), task, recipe, backend, wall_start_ns, started_at)
     finally:
@@ -113,7 +113,7 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     timeline.on_boundary.append(energy.on_boundary)
     recorder = RunRecorder(out, result, timeline, author=spec.author, author_email=spec.author_email,
                            write=ctx.is_main, benchmark=mllog_benchmark(recipe, task, spec.target),
-                           replace_failed=replace_failed, energy=energy)
+                           replace_failed=replace_failed, energy=energy, files={CONFIG_FILE: spec.config_toml()})
     sampler = ContextSampler().start()
     old_term = _on_sigterm(backend)
     try:

@@ -1,10 +1,11 @@
-"""A run, asked for (``RunConfig``: what a command line or a notebook says) and resolved once (``RunSpec``).
+"""A run, asked for (``daybreak.config.RunConfig``: every option, declared once) and resolved once (``RunSpec``).
 
 ``resolve_run_spec`` is the one function that turns a request into a frozen, typed spec: the task and its
 recipe (a registered name, or a user's recipe file, hashed), the checked hyperparameters, the target, the clock
-rule set, the seed, the devices and the batch each of them takes, the price. ``run``, ``repeat``, ``lesion``,
-``leaderboard reproduce`` and the torchrun workers all start from a spec; the workers receive it serialized
-(``DAYBREAK_RUN_SPEC``) instead of parsing the command line again.
+rule set, the seed, the devices and the batch each of them takes, the price. ``run``, the trials of every
+experiment, ``leaderboard reproduce`` and the torchrun workers all start from a spec; the workers receive it
+serialized (``DAYBREAK_RUN_SPEC``) instead of parsing the command line again, and every run directory holds it as
+``config.toml``, which ``daybreak run --config`` reads back.
 """
 
 from __future__ import annotations
@@ -14,96 +15,40 @@ import importlib.util
 import math
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from daybreak.config import RunConfig
 from daybreak.errors import ConfigError
-from daybreak.recipes import RECIPES, Recipe, get_recipe
-from daybreak.rules import DEFAULT_RULES, RULE_SETS
+from daybreak.launch import LaunchSpec
+from daybreak.options import to_toml
+from daybreak.recipes import RECIPES, Recipe, get_recipe, parse_overrides
 from daybreak.tasks import Task, get_task
 
 SPEC_ENV = "DAYBREAK_RUN_SPEC"  # the serialized RunSpec handed to torchrun workers
-DEFAULT_TIMEOUT_S = 300.0
+CONFIG_FILE = "config.toml"  # every run directory's resolved options: `daybreak run --config DIR/config.toml`
 
 
-@dataclass
-class RunConfig:
-    """A run as asked for. Everything is optional but the task; ``resolve_run_spec`` checks it all."""
+class RunSpec(RunConfig):
+    """A resolved run: every option of ``RunConfig`` checked and final (``recipe`` is the registered name, ``target``
+    a fraction, ``overrides`` typed), plus what resolving adds. Frozen; ``with_(...)`` makes a changed copy."""
 
-    task: str = "digits"
-    recipe: str | None = None  # a registered recipe name or a path to a recipe file; default: the task's reference
-    overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameter overrides
-    seed: int = 0
-    target: float | None = None  # a fraction in (0, 1]; default: the task's
-    data_dir: Path | None = None
-    allow_custom_data: bool = False
-    download: bool = True
-    out: Path | None = None
-    device: str = "auto"
-    amp: str = "auto"
-    compile: bool = False
-    threads: int | None = None
-    eval_every_epochs: int | None = 1
-    eval_every_steps: int | None = None
-    rules: str = DEFAULT_RULES  # the rule set of the headline figures; every record holds all of them
-    full_schedule: bool = False
-    cost_per_hour: float | None = None
-    instance: str | None = None
-    price_file: Path | None = None
-    idle_power_s: float = 2.0  # seconds of idle power sampled before the run (only where energy counters exist)
-    quiet: bool = False
-    author: str = ""
-    author_email: str = ""
-    command: list[str] = field(default_factory=list)
-    dist_timeout_s: float = DEFAULT_TIMEOUT_S  # multi-process: a collective waiting longer ends the run
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-
-class RunSpec(BaseModel):
-    """A resolved run: every value checked and final. Frozen; ``with_(...)`` makes a changed copy."""
-
-    model_config = ConfigDict(frozen=True)
-
-    task: str
     recipe: str
-    recipe_file: str | None = None  # a user's recipe file (absolute), loaded again by every process
-    recipe_sha256: str | None = None
-    hyperparameters: dict[str, Any]
     target: float
+    recipe_file: str | None = None  # a user's recipe file (absolute), loaded again by every process
+    hyperparameters: dict[str, Any]
     target_is_default: bool
-    rules: str
-    seed: int
-    data_dir: str | None = None
-    allow_custom_data: bool = False
-    download: bool = True
-    out: str | None = None
-    device: str = "auto"
-    amp: str = "auto"
-    compile: bool = False
-    threads: int | None = None
-    eval_every_epochs: int | None = 1
-    eval_every_steps: int | None = None
-    full_schedule: bool = False
     world_size: int = 1
     per_device_batch_size: int
     global_batch_size: int
     lr_scale: float = 1.0
     scaling: str = ""  # the recipe's rule in words
-    cost_per_hour: float | None = None
-    instance: str | None = None
     price_date: str | None = None
     price_warning: str | None = None
-    idle_power_s: float = 2.0
-    quiet: bool = False
-    author: str = ""
-    author_email: str = ""
-    command: list[str] = []
-    dist_timeout_s: float = DEFAULT_TIMEOUT_S
-
-    def with_(self, **changes: Any) -> "RunSpec":
-        return self.model_copy(update=changes)
 
     def task_obj(self) -> Task:
         return get_task(self.task)
@@ -113,24 +58,22 @@ class RunSpec(BaseModel):
             load_recipe_file(self.recipe_file, expected_sha256=self.recipe_sha256)
         return get_recipe(self.recipe)
 
+    def launch(self) -> LaunchSpec:
+        return LaunchSpec(self.nproc_per_node, self.nnodes, self.node_rank, self.rdzv_endpoint)
 
-def parse_target(text: str | float) -> float:
-    """``0.98`` (a fraction in (0, 1]) or ``98%`` (a percent in (0, 100]) -> a fraction. Anything else, a bare
-    ``98`` included, is refused: a number means one thing only."""
-    raw = str(text).strip()
-    percent = raw.endswith("%")
-    try:
-        value = float(raw[:-1] if percent else raw)
-    except ValueError:
-        raise ConfigError(f"--target {raw!r}: write a fraction in (0, 1] (0.98) or a percent with % (98%)") from None
-    if percent:
-        if not (math.isfinite(value) and 0 < value <= 100):
-            raise ConfigError(f"--target {raw}: a percent must be in (0%, 100%]")
-        return value / 100.0
-    if not (math.isfinite(value) and 0 < value <= 1):
-        hint = f"; for a percent write {raw}%" if math.isfinite(value) and 1 < value <= 100 else ""
-        raise ConfigError(f"--target {raw}: a fraction must be in (0, 1]{hint}")
-    return value
+    def reproducing_config(self) -> dict[str, Any]:
+        """The options that make this run again (its config.toml): the recipe (a file pinned by its SHA-256), every
+        hyperparameter as an override, the resolved target, seed and price; not where its output went."""
+        values = {name: getattr(self, name) for name, opt in RunConfig.options().items() if opt.recorded}
+        values["recipe"] = self.recipe_file or self.recipe
+        values["overrides"] = dict(self.hyperparameters)
+        values["init_from"] = None  # already among the hyperparameters
+        return values
+
+    def config_toml(self) -> str:
+        header = [f"daybreak run {self.task}: the resolved options of this run (every hyperparameter pinned).",
+                  "Run it again: daybreak run --config THIS_FILE [--out NEW_DIR]; flags given there override it."]
+        return to_toml(self.reproducing_config(), RunConfig, header)
 
 
 def lr_scale(rule: str, batch_ratio: float) -> float:
@@ -210,57 +153,69 @@ def load_recipe_file(path: str | os.PathLike, *, expected_sha256: str | None = N
 
 
 def resolve_run_spec(config: RunConfig, world_size: int | None = None) -> RunSpec:
-    """Check everything a user can get wrong, before any work; one ConfigError line for each mistake."""
+    """Check everything a user can get wrong, before any work; one ConfigError line for each mistake. (Each option
+    alone was checked when the RunConfig was built; this checks what depends on the recipe, the price, the world.)"""
     from daybreak.pricing import resolve_price
 
     task = get_task(config.task)
     recipe_file = sha = None
     if is_recipe_file(config.recipe):
-        name, sha = load_recipe_file(str(config.recipe))
+        name, sha = load_recipe_file(str(config.recipe), expected_sha256=config.recipe_sha256)
         recipe_file = str(Path(str(config.recipe)).expanduser().resolve())
     else:
+        if config.recipe_sha256 is not None:
+            raise ConfigError(f"--recipe-sha256 pins a recipe file; {config.recipe or task.reference_recipe} is a "
+                              f"registered recipe")
         name = config.recipe or task.reference_recipe
     recipe = get_recipe(name)
     if recipe.task != task.name:
         raise ConfigError(f"recipe {recipe.name} is for task {recipe.task}, not {task.name}")
-    hp = recipe.hyperparameters(config.overrides)
+    overrides = typed_overrides(recipe, config.overrides)
+    if config.init_from is not None:
+        if "init_from" not in recipe.defaults:
+            raise ConfigError(f"--init-from: recipe {recipe.name} has no init_from hyperparameter")
+        overrides["init_from"] = str(config.init_from.expanduser().resolve())
+    hp = recipe.hyperparameters(overrides)
     for key in ("batch_size", "epochs"):
         if not isinstance(hp.get(key), int) or hp[key] < 1:
             raise ConfigError(f"{key}={hp.get(key)}: must be an integer >= 1 (recipe {recipe.name})")
-    if config.rules not in RULE_SETS:
-        raise ConfigError(f"--rules {config.rules}: choose one of {', '.join(RULE_SETS)}")
-    target = task.target if config.target is None else parse_target(config.target)
-    if config.eval_every_steps is not None and config.eval_every_steps < 1:
-        raise ConfigError("--eval-every-steps must be >= 1")
-    if config.eval_every_steps is None and (config.eval_every_epochs or 0) < 1:
-        raise ConfigError("--eval-every must be >= 1")
-    if config.threads is not None and config.threads < 1:
-        raise ConfigError(f"--threads {config.threads}: must be >= 1")
-    if not (math.isfinite(config.idle_power_s) and 0 <= config.idle_power_s <= 60):
-        raise ConfigError(f"--idle-power-seconds {config.idle_power_s}: must be in [0, 60]")
-    if not (isinstance(config.seed, int) and 0 <= config.seed < 2**32):
-        raise ConfigError(f"--seed {config.seed}: must be an integer in [0, 2**32 - 1]")
-    try:
-        price, instance, price_date = resolve_price(config.cost_per_hour, config.instance, config.price_file)
-    except TypeError:  # an older pricing module without price files
-        price, instance, price_date = resolve_price(config.cost_per_hour, config.instance)
-    price_warning = _price_warning(config)
-    world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
+    target = task.target if config.target is None else config.target
+    launch = LaunchSpec(config.nproc_per_node, config.nnodes, config.node_rank, config.rdzv_endpoint).validate()
+    price, instance, price_date = resolve_price(config.cost_per_hour, config.instance, config.price_file)
+    world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", launch.world_size))
     per_device, global_batch, factor = batch_split(recipe, hp, world)
-    return RunSpec(
-        task=task.name, recipe=recipe.name, recipe_file=recipe_file, recipe_sha256=sha, hyperparameters=hp,
-        target=target, target_is_default=target == task.target, rules=config.rules, seed=config.seed,
-        data_dir=None if config.data_dir is None else str(Path(config.data_dir).expanduser()),
-        allow_custom_data=config.allow_custom_data, download=config.download,
-        out=None if config.out is None else str(config.out), device=config.device, amp=config.amp,
-        compile=config.compile, threads=config.threads, eval_every_epochs=config.eval_every_epochs,
-        eval_every_steps=config.eval_every_steps, full_schedule=config.full_schedule, world_size=world,
-        per_device_batch_size=per_device, global_batch_size=global_batch, lr_scale=factor,
-        scaling=recipe.scaling_summary(), cost_per_hour=price, instance=instance, price_date=price_date,
-        price_warning=price_warning,
-        idle_power_s=config.idle_power_s, quiet=config.quiet, author=config.author, author_email=config.author_email, command=list(config.command),
-        dist_timeout_s=config.dist_timeout_s,
+    values = {name: getattr(config, name) for name in RunConfig.model_fields}
+    values.update(
+        recipe=recipe.name, recipe_file=recipe_file, recipe_sha256=sha, overrides=overrides, hyperparameters=hp,
+        target=target, target_is_default=target == task.target, world_size=world, per_device_batch_size=per_device,
+        global_batch_size=global_batch, lr_scale=factor, scaling=recipe.scaling_summary(), cost_per_hour=price,
+        instance=instance, price_date=price_date, price_warning=_price_warning(config),
+        author=config.author if config.author is not None else user_name(),
     )
+    return RunSpec(**values)
+
+
+def typed_overrides(recipe: Recipe, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Overrides from a flag (text) or a file/the API (typed): text typed by the recipe's defaults, the way
+    ``--set`` reads it; typed values as given (``Recipe.hyperparameters`` checks them)."""
+    text = [f"{k}={v}" for k, v in overrides.items() if isinstance(v, str) and not isinstance(recipe.defaults.get(k), str)]
+    out = {k: v for k, v in overrides.items() if not (isinstance(v, str) and not isinstance(recipe.defaults.get(k), str))}
+    out.update(parse_overrides(text, recipe.defaults))
+    unknown = [k for k in out if k not in recipe.defaults]
+    if unknown:
+        from daybreak.options import unknown_key_message
+
+        raise ConfigError(f"recipe {recipe.name}: " + unknown_key_message(unknown[0], recipe.defaults, "hyperparameter"))
+    return out
+
+
+def user_name() -> str:
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name is fine
+        return ""
 
 
 def _price_warning(config: RunConfig) -> str | None:

@@ -1,0 +1,233 @@
+"""`daybreak repeat`, `daybreak lesion` and `daybreak ab`: experiments whose trials are fresh `daybreak run`
+processes (daybreak.experiments.engine), started by an executor (local subprocesses or Slurm), arms interleaved.
+
+- repeat: one arm, N seeds -> summary.json (RepeatSummary: stability of time-to-target, accuracy vs target);
+- lesion: the recipe and, for each switch, the recipe with it off -> lesion.json (each variant / the full recipe,
+  a paired ratio with its interval);
+- ab: a baseline and a candidate (recipes, --set variants, config files, a recipe file at two commits, or two
+  external programs) over N seed pairs -> ab.json (the paired ratio of time-to-target, cost and energy, its
+  interval, p-value and verdict).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+from daybreak.analysis.repeat import summarize
+from daybreak.config import RunConfig
+from daybreak.errors import ConfigError
+from daybreak.experiments import executors as ex
+from daybreak.experiments.engine import counted, execute, log, open_experiment, wall_elapsed_s
+from daybreak.experiments.plan import ExperimentConfig, arm_config, seeds_for
+from daybreak.experiments.stats import arm_stats, compare
+from daybreak.records.experiment import AbSummary, Arm, Experiment
+from daybreak.records.repeat import RepeatSummary
+from daybreak.records.run import RunResult
+
+FULL = "full"
+ONE_PROCESS = "fresh processes, one per trial (experiment.json)"
+
+
+def arm_options(config: RunConfig) -> dict[str, Any]:
+    """The options every trial of an arm runs with (JSON values; the seed and output are per trial)."""
+    keep = {name for name, opt in RunConfig.options().items() if opt.recorded} - {"seed"}
+    return config.model_dump(mode="json", include=keep)
+
+
+def check_config(config: RunConfig) -> Any:
+    """Resolve once here so that every mistake (task, recipe, hyperparameters, price) is one line before any trial."""
+    from daybreak.train.spec import resolve_run_spec
+
+    return resolve_run_spec(config.with_(nproc_per_node=1, nnodes=1), world_size=1)
+
+
+def _executor(exec_options: "ex.ExecutorOptions", out: Path) -> "ex.Executor":
+    ex.check_options(exec_options)
+    return ex.make_executor(exec_options, out)
+
+
+def _executor_record(exec_options: "ex.ExecutorOptions") -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(exec_options).items()}
+
+
+def _out(exp: ExperimentConfig) -> Path:
+    if exp.out is None:
+        raise ConfigError("--out DIR is required: the experiment directory")
+    return exp.out
+
+
+# --- repeat -----------------------------------------------------------------------------------------------------------
+
+def repeat(run: RunConfig, exp: ExperimentConfig, exec_options: "ex.ExecutorOptions",
+           invocation: list[str]) -> RepeatSummary:
+    spec = check_config(run)
+    out = _out(exp)
+    arms = [Arm(name="repeat", directory="", config=arm_options(run))]
+    record = open_experiment(out, "repeat", arms, seeds_for(run.seed, exp.runs), exp, _executor_record(exec_options),
+                             spec.rules, invocation)
+    executor = _executor(exec_options, out)
+    execute(out, record, executor, lambda r: write_repeat(out, r, spec.target), "repeat")
+    return RepeatSummary.load(out)
+
+
+def repeat_summary(out: Path, record: Experiment, arm: str, target: float, folder: Path | None = None) -> RepeatSummary | None:
+    """The RepeatSummary of one arm's finished trials (its runs re-read from their directories)."""
+    folder = folder or out
+    done = [t for t in record.trials if t.arm == arm and t.state in ("done", "failed")]
+    counted_keys = {t.key for t in counted(record, arm)}
+    rows = []
+    for t in done:
+        try:
+            rows.append((t, RunResult.load(out / t.run_dir)))
+        except Exception:  # noqa: BLE001 - a trial without a readable record is counted in experiment.json only
+            continue
+    kept = [(t, r) for t, r in rows if t.key in counted_keys]
+    if not kept:
+        return None
+    rel = lambda t: str((out / t.run_dir).relative_to(folder))  # noqa: E731
+    latest = len(record.invocations) - 1
+    summary = summarize([(rel(t), r, t.invocation < latest) for t, r in kept], overrides=next(a for a in record.arms if a.name == arm).config.get("overrides"),
+                        inputs=[str(out / t.run_dir) for t, _ in rows], command=record.invocations[-1],
+                        complete=record.complete, confidence=record.confidence)
+    flags = {t.key: t for t, _ in rows}
+    by_dir = {rel(t): t for t, _ in kept}
+    for row in summary.runs:
+        t = by_dir.get(row.run_dir)
+        if t is not None:
+            row.busy, row.data_load_s, row.model_init_s = t.busy, t.data_load_s, t.model_init_s
+    stats = arm_stats(record, arm, target)
+    summary.accuracy = stats.accuracy
+    summary.n_busy = sum(1 for t in flags.values() if t.busy)
+    summary.cold_start_spread = stats.cold_start_spread
+    summary.trials = ONE_PROCESS
+    return summary
+
+
+def write_repeat(out: Path, record: Experiment, target: float) -> None:
+    summary = repeat_summary(out, record, "repeat", target)
+    if summary is not None:
+        summary.save(out)
+
+
+# --- lesion -----------------------------------------------------------------------------------------------------------
+
+def lesion(run: RunConfig, switches_text: str | None, exp: ExperimentConfig, exec_options: "ex.ExecutorOptions",
+           invocation: list[str]):
+    from daybreak.analysis.lesion import lesion_variants, parse_switches
+
+    spec = check_config(run)
+    recipe = spec.recipe_obj()
+    switches = parse_switches(switches_text, recipe)
+    out = _out(exp)
+    base = arm_options(run)
+    arms = [Arm(name=name, directory=name, config=arm_config(base, overrides=overrides), switched_off=off)
+            for name, off, overrides in lesion_variants(recipe, switches, run.overrides)]
+    record = open_experiment(out, "lesion", arms, seeds_for(run.seed, exp.runs), exp, _executor_record(exec_options),
+                             spec.rules, invocation)
+    executor = _executor(exec_options, out)
+    execute(out, record, executor, lambda r: write_lesion(out, r, spec), "lesion")
+    from daybreak.records.lesion import LesionSummary
+
+    return LesionSummary.load(out)
+
+
+def write_lesion(out: Path, record: Experiment, spec: Any) -> None:
+    from daybreak.analysis.lesion import lesion_summary, write_lesion_views
+
+    per_arm = {}
+    for arm in record.arms:
+        s = repeat_summary(out, record, arm.name, spec.target, folder=out / arm.directory)
+        if s is not None:
+            s.save(out / arm.directory)
+            per_arm[arm.name] = s
+    if FULL not in per_arm:
+        return
+    comparisons = {arm.name: compare(record, FULL, arm.name) for arm in record.arms if arm.name != FULL}
+    summary = lesion_summary(spec, record, per_arm, comparisons)
+    summary.save(out)
+    write_lesion_views(summary, out)
+
+
+# --- ab ---------------------------------------------------------------------------------------------------------------
+
+def ab(arms: list[Arm], exp: ExperimentConfig, exec_options: "ex.ExecutorOptions", invocation: list[str]) -> AbSummary:
+    """``arms``: [baseline, candidate]. Pairs of trials with the same seed, interleaved; with --until-significant,
+    further pairs until the interval is narrow enough or the budget is spent."""
+    specs = [check_config(RunConfig(**a.config)) for a in arms]
+    if len({s.rules for s in specs}) != 1 or len({s.task for s in specs}) != 1:
+        raise ConfigError("both arms must time the same task under the same --rules")
+    if specs[0].target != specs[1].target:
+        raise ConfigError(f"the arms have different targets ({specs[0].target:g}, {specs[1].target:g}): a ratio of "
+                          "times to different targets compares nothing")
+    out = _out(exp)
+    first = int(arms[0].config.get("seed", 0) or 0)
+    record = open_experiment(out, "ab", arms, seeds_for(first, exp.runs), exp, _executor_record(exec_options),
+                             specs[0].rules, invocation)
+    executor = _executor(exec_options, out)
+    state: dict[str, str] = {"stop": f"all {exp.runs} pairs run"}
+    more = _until(exp, arms, state) if exp.until_width is not None else None
+    execute(out, record, executor, lambda r: write_ab(out, r, specs[0], state["stop"]), "ab", more=more)
+    return AbSummary.load(out)
+
+
+def _until(exp: ExperimentConfig, arms: list[Arm], state: dict[str, str]) -> Callable[[Experiment], list[int]]:
+    from daybreak.analysis.paired import relative_width
+
+    def more(record: Experiment) -> list[int]:
+        est = compare(record, arms[0].name, arms[1].name).time
+        width = relative_width(est)
+        n = len(record.seeds)
+        if width is not None and width <= exp.until_width:
+            state["stop"] = f"the interval is {width:.3f} wide (<= {exp.until_width:g}) after {n} pairs"
+            return []
+        if n >= exp.max_runs:
+            state["stop"] = f"--max-runs {exp.max_runs} pairs reached (interval width {_w(width)})"
+            return []
+        if exp.budget_s is not None and wall_elapsed_s(record) >= exp.budget_s:
+            state["stop"] = f"--budget {exp.budget_s:g} s spent after {n} pairs (interval width {_w(width)})"
+            return []
+        log(f"ab: interval width {_w(width)} > {exp.until_width:g} after {n} pairs: one more pair")
+        return [max(record.seeds) + 1]
+
+    return more
+
+
+def _w(width: float | None) -> str:
+    return "-" if width is None else f"{width:.3f}"
+
+
+def write_ab(out: Path, record: Experiment, spec: Any, stop: str) -> None:
+    from daybreak.analysis.sources import provenance
+    from daybreak.records.ab_views import write_ab_views
+
+    base, cand = record.arms[0].name, record.arms[1].name
+    summary = AbSummary(task=spec.task, metric=spec.task_obj().metric.name, target=spec.target, rules=record.rules,
+                        arms=[arm_stats(record, a.name, spec.target) for a in record.arms],
+                        comparison=compare(record, base, cand), stop_reason=stop if record.complete else "unfinished",
+                        complete=record.complete,
+                        provenance=provenance([str(out / t.run_dir) for t in record.trials], record.invocations[-1]))
+    summary.save(out)
+    write_ab_views(summary, out)
+
+
+def recipe_at_commit(recipe_file: str, commit: str, out: Path, arm: str) -> str:
+    """A recipe file as it was at ``commit`` (``git show``), written into the experiment directory."""
+    path = Path(recipe_file).expanduser().resolve()
+    try:
+        top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        rel = path.relative_to(top).as_posix()
+        text = subprocess.run(["git", "-C", top, "show", f"{commit}:{rel}"], capture_output=True, text=True,
+                              check=True).stdout
+    except (OSError, ValueError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        raise ConfigError(f"--{arm}-commit {commit}: cannot read {recipe_file} at that commit "
+                          f"({detail.strip().splitlines()[0] if detail.strip() else 'git failed'})") from None
+    target = out / "recipes" / f"{arm}-{commit.replace('/', '_')}-{path.name}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return str(target)

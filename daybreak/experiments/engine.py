@@ -1,0 +1,339 @@
+"""Running an experiment: every trial a fresh process, started exactly as ``daybreak run`` would be.
+
+Why fresh processes: the first run in a process pays the imports, the allocator's growth, CUDA context creation,
+cuDNN/cuBLAS handles and every compilation; the runs after it in the same process pay none of it. Repeating runs
+in one warm process therefore measures the first run cold and the others warm (a 10x difference on digits), and
+whichever arm runs first looks slow. A trial here is ``python -m daybreak run --config TRIAL.toml --out RUN_DIR``
+(``daybreak time ... -- PROGRAM`` for an external program): the same cold start, the same clocks, the same record
+as a run of its own. The executor (daybreak.experiments.executors: local subprocesses, or a Slurm job array)
+starts them in the recorded, interleaved order.
+
+The experiment directory::
+
+    DIR/experiment.json           the plan (arms, seeds, order, executor) and every trial's state, after each trial
+    DIR/<arm>/seed-<n>/           one ordinary run directory per trial (result.json, config.toml, ...)
+    DIR/trials/<key>.toml         the options each trial ran with (daybreak run --config)
+    DIR/trials/<key>.log          its output
+    DIR/summary.json, ...         the command's summary (repeat: summary.json; lesion.json; ab.json)
+
+A killed experiment resumes with ``--resume``: finished trials (reached, not reached, diverged, failed) are kept,
+never run again; unfinished ones (killed, interrupted, lost) are cleared and run again, in the recorded order.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from daybreak.config import RunConfig
+from daybreak.errors import ConfigError, RecordError
+from daybreak.experiments import executors as ex
+from daybreak.experiments.plan import ExperimentConfig, trial_order
+from daybreak.options import to_toml
+from daybreak.records.experiment import Arm, Experiment, Trial
+from daybreak.records.run import RunResult
+
+FINISHED = ("reached", "not_reached", "diverged", "failed")
+EXIT_USAGE = 2  # a trial that exits 2 was refused before it ran (a user mistake): the experiment stops
+TRIALS_DIR = "trials"
+
+
+class TrialRefused(ConfigError):
+    """A trial's own command refused to run (exit status 2): every trial would; stop and say why."""
+
+
+def log(message: str) -> None:
+    print(f"daybreak: {message}", file=sys.stderr, flush=True)
+
+
+# --- the experiment directory -------------------------------------------------------------------------------------
+
+def open_experiment(out: Path, command: str, arms: list[Arm], seeds: list[int], config: ExperimentConfig,
+                    executor: dict[str, Any], rules: str, invocation: list[str]) -> Experiment:
+    """The experiment in ``out``: a new one (the directory must be new or empty), or with ``--resume`` the one
+    recorded there, which must be the same experiment (same command, arms and options)."""
+    file = out / Experiment.FILE
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
+    if file.exists():
+        record = Experiment.load(out)
+        done = sum(1 for t in record.trials if t.state in ("done", "failed"))
+        if not config.resume:
+            raise ConfigError(f"--out {out} holds an experiment ({done} of {len(record.trials)} trials finished): add "
+                              f"--resume to finish it, or choose another --out")
+        _check_same(record, command, arms, seeds, rules)
+        record.invocations.append(invocation)
+        record.executor = executor
+        extra = [s for s in seeds if s not in record.seeds]
+        if extra:  # --resume with more --runs: the new seeds follow, interleaved the same way
+            record.trials += trial_order(record.arms, extra, record.order, record.order_seed + len(record.seeds),
+                                         start=len(record.trials))
+            record.seeds += extra
+            record.complete = False
+        return record
+    if config.resume:
+        raise ConfigError(f"--resume: {out} holds no experiment ({Experiment.FILE} is missing)")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out {out}: not empty and holds no experiment; choose a new directory")
+    record = Experiment(command=command, arms=arms, seeds=seeds, order=config.order, order_seed=config.order_seed,
+                        rules=rules, trials=trial_order(arms, seeds, config.order, config.order_seed),
+                        executor=executor, busy_policy=config.busy, confidence=config.confidence,
+                        created_at=datetime.now(timezone.utc), invocations=[invocation])
+    out.mkdir(parents=True, exist_ok=True)
+    record.save(out)
+    return record
+
+
+def _check_same(record: Experiment, command: str, arms: list[Arm], seeds: list[int], rules: str) -> None:
+    where = f"the experiment in {Experiment.FILE}"
+    if record.command != command:
+        raise ConfigError(f"--resume: {where} is a `daybreak {record.command}`, not `{command}`")
+    if [a.name for a in record.arms] != [a.name for a in arms]:
+        raise ConfigError(f"--resume: {where} has arms {', '.join(a.name for a in record.arms)}, not "
+                          f"{', '.join(a.name for a in arms)}")
+    for old, new in zip(record.arms, arms):
+        for key in sorted(set(old.config) | set(new.config)):
+            if _norm(old.config.get(key)) != _norm(new.config.get(key)):
+                raise ConfigError(f"--resume: arm {old.name} was recorded with {key}={old.config.get(key)!r}, not "
+                                  f"{new.config.get(key)!r}; resume with the same options (or leave them out)")
+        if old.program != new.program:
+            raise ConfigError(f"--resume: arm {old.name} was recorded with another program")
+    if record.seeds[:len(seeds)] != seeds[:len(record.seeds)]:
+        raise ConfigError(f"--resume: {where} has seeds {_seeds(record.seeds)}, not {_seeds(seeds)}")
+    if record.rules != rules:
+        raise ConfigError(f"--resume: {where} uses --rules {record.rules}, not {rules}")
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)) else str(seeds)
+
+
+def _norm(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
+
+
+# --- one trial as a process ----------------------------------------------------------------------------------------
+
+def trial_command(out: Path, arm: Arm, trial: Trial) -> list[str]:
+    """The trial's command line: a fresh `daybreak run` (or `daybreak time` for an external program)."""
+    run_dir = out / trial.run_dir
+    if arm.program:
+        cfg = RunConfig(**arm.config)
+        argv = [sys.executable, "-m", "daybreak", "time", "--task", cfg.task, "--rules", cfg.rules, "--quiet",
+                "--out", str(run_dir)]
+        if cfg.target is not None:
+            argv += ["--target", repr(cfg.target)]
+        if cfg.cost_per_hour is not None:
+            argv += ["--cost-per-hour", repr(cfg.cost_per_hour)]
+        if cfg.instance:
+            argv += ["--instance", cfg.instance]
+        return argv + ["--", *arm.program]
+    config_file = out / TRIALS_DIR / f"{trial.key}.toml"
+    return [sys.executable, "-m", "daybreak", "run", "--config", str(config_file), "--out", str(run_dir), "--quiet"]
+
+
+def write_trial_config(out: Path, arm: Arm, trial: Trial) -> Path:
+    values = dict(arm.config, seed=trial.seed)
+    values.pop("out", None)
+    for key in ("data_dir", "price_file", "init_from"):  # a trial may run elsewhere (a Slurm node): absolute paths
+        if values.get(key):
+            values[key] = str(Path(values[key]).expanduser().resolve())
+    recipe = values.get("recipe")
+    if recipe and (str(recipe).endswith(".py") or "/" in str(recipe)):
+        values["recipe"] = str(Path(recipe).expanduser().resolve())
+    RunConfig(**values)  # checked before any trial runs
+    path = out / TRIALS_DIR / f"{trial.key}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = [f"trial {trial.key} of {out}: arm {arm.name}, seed {trial.seed}",
+              f"run it alone: daybreak run --config {path.name} --out SOMEWHERE"]
+    path.write_text(to_toml(values, RunConfig, header), encoding="utf-8")
+    return path
+
+
+def devices_of(arm: Arm) -> int:
+    return int(arm.config.get("nproc_per_node") or 1)
+
+
+# --- reading a finished trial --------------------------------------------------------------------------------------
+
+def read_trial(out: Path, trial: Trial, rules: str) -> RunResult | None:
+    """Fill ``trial`` from its run directory; the record, or None when the directory holds none."""
+    try:
+        result = RunResult.load(out / trial.run_dir)
+    except RecordError:
+        return None
+    trial.status = result.status
+    trial.reached = bool(result.reached)
+    trial.clocks_s = {name: c.time_to_target_s for name, c in result.clocks.items()}
+    trial.time_to_target_s = trial.clocks_s.get(rules, result.time_to_target_s) if result.reached else None
+    trial.final_accuracy = result.final_accuracy
+    trial.cost_usd = result.cost_usd if result.rules == rules else _cost(result, trial.time_to_target_s)
+    trial.energy_j = result.energy.joules_to_target.get(rules) if result.energy.available else None
+    phases: dict[str, float] = {}
+    for p in result.phases:
+        phases[p.phase] = phases.get(p.phase, 0.0) + (p.end_s - p.start_s)
+    trial.data_load_s = phases.get("data_load")
+    trial.model_init_s = phases.get("model_init")
+    reasons = list(result.context.warnings)
+    trial.busy = bool(reasons)
+    trial.busy_reason = reasons[0] if reasons else None
+    return result
+
+
+def _cost(result: RunResult, seconds: float | None) -> float | None:
+    from daybreak.pricing import cost_usd
+
+    return cost_usd(seconds, result.cost_per_hour)
+
+
+def describe_trial(trial: Trial) -> str:
+    if trial.state in ("lost", "interrupted") or trial.status is None:
+        return f"{trial.state}" + (f": {trial.error}" if trial.error else "")
+    if trial.reached and trial.time_to_target_s is not None:
+        text = f"reached in {trial.time_to_target_s:.3f} s"
+    else:
+        acc = "-" if trial.final_accuracy is None else f"{trial.final_accuracy * 100:.2f}%"
+        text = f"{trial.status.replace('_', ' ')} (final {acc})"
+    return text + (f"  [busy: {trial.busy_reason}]" if trial.busy else "")
+
+
+# --- running ---------------------------------------------------------------------------------------------------------
+
+Summarize = Callable[[Experiment], None]
+
+
+def pending_trials(out: Path, record: Experiment) -> list[Trial]:
+    """The trials still to run, in order; an unfinished trial's leftovers are cleared (it runs again from scratch)."""
+    todo = []
+    for trial in record.trials:
+        if trial.state in ("done", "failed"):
+            result = read_trial(out, trial, record.rules)
+            if result is not None and result.status in FINISHED:
+                continue
+        trial.state, trial.status, trial.exit_code, trial.error = "pending", None, None, None
+        run_dir = out / trial.run_dir
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        todo.append(trial)
+    return todo
+
+
+def run_pending(out: Path, record: Experiment, executor: "ex.Executor", summarize: Summarize, label: str) -> None:
+    """Run every pending trial through ``executor``; experiment.json and the summary are rewritten after each."""
+    arms = {a.name: a for a in record.arms}
+    todo = pending_trials(out, record)
+    if not todo:
+        return
+    total = len(record.trials)
+    by_key = {t.key: t for t in todo}
+    jobs = []
+    for trial in todo:
+        arm = arms[trial.arm]
+        if not arm.program:
+            write_trial_config(out, arm, trial)
+        jobs.append(ex.Trial(key=trial.key, argv=trial_command(out, arm, trial), run_dir=out / trial.run_dir,
+                             log=out / TRIALS_DIR / f"{trial.key}.log", devices=devices_of(arm)))
+    record.save(out)
+    refused: list[str] = []
+
+    def on_done(job: "ex.Trial", outcome: "ex.TrialOutcome") -> None:
+        trial = by_key[job.key]
+        trial.invocation = len(record.invocations) - 1
+        trial.exit_code, trial.host = outcome.exit_code, outcome.host
+        trial.started_at, trial.finished_at, trial.error = outcome.started_at, outcome.finished_at, outcome.error
+        result = read_trial(out, trial, record.rules)
+        if result is not None and result.status in FINISHED:
+            trial.state = "done" if result.status != "failed" else "failed"
+        elif outcome.exit_code == EXIT_USAGE:
+            trial.state = "failed"
+            refused.append(f"trial {trial.key} was refused: {last_line(job.log)}")
+        else:
+            trial.state = "interrupted" if result is not None else "lost"
+            if trial.error is None:
+                trial.error = f"exit status {outcome.exit_code}; see {job.log}"
+        record.updated_at = datetime.now(timezone.utc)
+        record.save(out)
+        summarize(record)
+        done = sum(1 for t in record.trials if t.state in ("done", "failed"))
+        arm_label = "" if len(record.arms) == 1 else f" {trial.arm}"
+        log(f"{label} [{done}/{total}]{arm_label} seed {trial.seed}: {describe_trial(trial)}")
+        if refused:
+            raise TrialRefused(refused[0])
+
+    executor.run(jobs, on_done)
+    if refused:
+        raise TrialRefused(refused[0])
+
+
+def last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"(no log at {path})"
+    errors = [line for line in lines if line.startswith("daybreak: error:")]
+    return (errors or lines or ["(empty log)"])[-1].removeprefix("daybreak: error: ")
+
+
+def rerun_busy(out: Path, record: Experiment) -> list[Trial]:
+    """``--busy rerun``: a new trial for each busy one (which is then excluded), once, appended to the order."""
+    added = []
+    for trial in list(record.trials):
+        if trial.busy and not trial.excluded and trial.attempt == 1 and trial.state == "done":
+            trial.excluded = True
+            position = len(record.trials)
+            again = Trial(key=f"{position:04d}-{trial.arm}-s{trial.seed}-rerun", position=position, arm=trial.arm,
+                          seed=trial.seed, run_dir=f"{trial.run_dir}-rerun", attempt=2)
+            record.trials.append(again)
+            added.append(again)
+    return added
+
+
+def execute(out: Path, record: Experiment, executor: "ex.Executor", summarize: Summarize, label: str, *,
+            more: Callable[[Experiment], list[int]] | None = None) -> Experiment:
+    """Run the experiment to its end: the pending trials, then (``more``) further seeds while it asks for them,
+    then the busy re-runs; mark it complete. KeyboardInterrupt: experiment.json says what finished; re-raised."""
+    try:
+        run_pending(out, record, executor, summarize, label)
+        while more is not None:
+            seeds = more(record)
+            if not seeds:
+                break
+            record.seeds += seeds
+            record.trials += trial_order(record.arms, seeds, record.order, record.order_seed + len(record.seeds),
+                                         start=len(record.trials))
+            run_pending(out, record, executor, summarize, label)
+        if record.busy_policy == "rerun" and rerun_busy(out, record):
+            run_pending(out, record, executor, summarize, label)
+        if record.busy_policy == "exclude":
+            for trial in record.trials:
+                trial.excluded = trial.excluded or trial.busy
+        record.complete = all(t.state in ("done", "failed") for t in record.trials)
+    finally:
+        record.updated_at = datetime.now(timezone.utc)
+        record.save(out)
+        summarize(record)
+    return record
+
+
+def counted(record: Experiment, arm: str) -> list[Trial]:
+    """The trials of ``arm`` that the statistics count: finished, not excluded (busy policy, replaced re-runs)."""
+    excluded_busy = record.busy_policy == "exclude"
+    return [t for t in record.trials if t.arm == arm and t.state in ("done", "failed") and not t.excluded
+            and not (excluded_busy and t.busy)]
+
+
+def pairs(record: Experiment, baseline: str, candidate: str) -> list[tuple[Trial, Trial]]:
+    """(baseline, candidate) trials with the same seed, both counted; ordered by seed."""
+    a = {t.seed: t for t in counted(record, baseline)}
+    b = {t.seed: t for t in counted(record, candidate)}
+    return [(a[s], b[s]) for s in record.seeds if s in a and s in b]
+
+
+def wall_elapsed_s(record: Experiment) -> float:
+    starts = [t.started_at for t in record.trials if t.started_at]
+    ends = [t.finished_at for t in record.trials if t.finished_at]
+    return (max(ends) - min(starts)) if starts and ends else 0.0
+

@@ -1,0 +1,152 @@
+"""The records of an experiment (several runs): its plan and trials (``experiment.json``) and the paired comparison
+of two arms (``ab.json``), written by daybreak.experiments.
+
+An experiment directory holds one ordinary run directory per trial (each made by a fresh ``daybreak run``
+process), the trial's config file and log, ``experiment.json`` (this plan, rewritten after every trial) and the
+command's summary (``summary.json`` for repeat, ``lesion.json``, ``ab.json``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from daybreak.records.base import Record
+from daybreak.records.provenance import Provenance
+from daybreak.records.repeat import TimeStats
+from daybreak.records.significance import TargetSignificance
+
+EXPERIMENT_FILE = "experiment.json"
+AB_FILE = "ab.json"
+
+
+class Arm(BaseModel):
+    """One side of an experiment: a run configuration (or an external command) that its trials repeat."""
+
+    name: str  # "baseline", "candidate", "full", "no-augment", "repeat"
+    directory: str  # its folder in the experiment directory ("" for a one-arm repeat)
+    config: dict[str, Any]  # daybreak.config.RunConfig options (by field name) every trial of this arm runs
+    program: list[str] | None = None  # an external command, timed by `daybreak time` (config: its options)
+    commit: str | None = None  # the git commit its recipe file was taken from
+    switched_off: list[str] = Field(default_factory=list)  # lesion: the switches this arm turns off
+
+
+class Trial(BaseModel):
+    """One trial: a fresh process running one arm's configuration with one seed."""
+
+    key: str  # "0003-candidate-s1": its position in the run order, arm and seed
+    position: int  # 0-based, in the order trials are started
+    arm: str
+    seed: int
+    run_dir: str  # relative to the experiment directory
+    state: Literal["pending", "done", "failed", "lost", "interrupted"] = "pending"
+    status: str | None = None  # the run's own status (reached, not_reached, diverged, failed, interrupted)
+    exit_code: int | None = None
+    host: str | None = None
+    started_at: float | None = None  # time.time() on the host that ran it
+    finished_at: float | None = None
+    error: str | None = None  # the executor's one line when it could not run the trial
+    reached: bool = False
+    time_to_target_s: float | None = None  # under the experiment's headline rule set
+    clocks_s: dict[str, float | None] = Field(default_factory=dict)  # every rule set's time-to-target
+    final_accuracy: float | None = None
+    cost_usd: float | None = None
+    energy_j: float | None = None  # joules to target under the headline rule set, where counters exist
+    data_load_s: float | None = None  # the cold-start phases, to check every trial paid them alike
+    model_init_s: float | None = None
+    busy: bool = False  # the machine was busy while it ran (other processes' CPU, load average)
+    busy_reason: str | None = None
+    excluded: bool = False  # left out of the statistics (--busy exclude, or replaced by a re-run)
+    attempt: int = 1  # > 1: a re-run of a busy trial (--busy rerun)
+    invocation: int = 0  # which of the experiment's invocations ran it (an index into Experiment.invocations)
+
+
+class ArmStats(BaseModel):
+    """One arm's trials, summarized."""
+
+    arm: str
+    n_trials: int  # counted (not excluded)
+    n_reached: int
+    reached_fraction: float | None
+    n_busy: int = 0
+    n_excluded: int = 0
+    time_to_target: TimeStats
+    accuracy: TargetSignificance | None = None  # mean final accuracy, its CI, and p of mean > target
+    mean_cost_usd: float | None = None
+    mean_energy_j: float | None = None
+    cold_start_spread: float | None = None  # max / min of (data_load + model_init) over its trials
+
+
+class RatioEstimate(BaseModel):
+    """A paired ratio candidate / baseline with its confidence interval (of the geometric mean of the per-pair
+    ratios: a Student-t interval of the mean log ratio, exponentiated) and a bootstrap interval as a check."""
+
+    quantity: str  # "time_to_target_s", "cost_usd", "energy_j"
+    n_pairs: int
+    ratio: float | None = None  # geometric mean of candidate/baseline over the pairs
+    ci_low: float | None = None
+    ci_high: float | None = None
+    confidence: float
+    p_value: float | None = None  # two-sided paired t-test of the log ratios (H0: ratio 1)
+    bootstrap_ci_low: float | None = None
+    bootstrap_ci_high: float | None = None
+    verdict: str = ""  # "not distinguishable", "candidate faster", "candidate slower", "too few pairs"
+
+
+class Comparison(BaseModel):
+    """Candidate vs baseline over the pairs (same seed, run one after the other) where both reached."""
+
+    baseline: str
+    candidate: str
+    time: RatioEstimate
+    cost: RatioEstimate | None = None
+    energy: RatioEstimate | None = None
+    reached_p_value: float | None = None  # Fisher's exact test of the reached fractions
+    summary: str = ""  # one line in words
+
+
+class Experiment(Record):
+    """experiment.json: what the experiment is (arms, seeds, order, executor) and the state of every trial."""
+
+    FILE = EXPERIMENT_FILE
+    WHAT = "experiment"
+
+    schema_version: int = 1
+    kind: Literal["daybreak.experiment"] = "daybreak.experiment"
+    command: str  # "repeat", "lesion", "ab"
+    arms: list[Arm]
+    seeds: list[int]
+    order: Literal["alternate", "random"] = "alternate"
+    order_seed: int = 0
+    rules: str = "dawnbench"  # the headline rule set of the statistics
+    trials: list[Trial] = Field(default_factory=list)
+    executor: dict[str, Any] = Field(default_factory=dict)
+    busy_policy: str = "keep"
+    confidence: float = 0.99
+    created_at: datetime
+    updated_at: datetime | None = None
+    complete: bool = False
+    invocations: list[list[str]] = Field(default_factory=list)  # every command line that worked on it
+    method: str = ("each trial is a fresh `daybreak run` process (the same cold start, clocks and record as a run "
+                   "of its own); arms are interleaved; trials whose machine was busy are flagged")
+
+
+class AbSummary(Record):
+    """ab.json: `daybreak ab`'s result."""
+
+    FILE = AB_FILE
+    WHAT = "ab"
+
+    schema_version: int = 1
+    kind: Literal["daybreak.ab"] = "daybreak.ab"
+    task: str
+    metric: str
+    target: float
+    rules: str
+    arms: list[ArmStats]
+    comparison: Comparison
+    stop_reason: str = ""  # why the trials stopped (all pairs run, interval narrow enough, budget spent)
+    complete: bool = True
+    provenance: Provenance
