@@ -84,7 +84,7 @@ def ab(baseline: RunConfig, candidate: RunConfig, /, *, runs: int = 5, out: str 
     return _ab(arms, exp, executor, invocation)
 
 
-def infer(run_dir: str | Path, /, **options: Any) -> "InferenceResult":
+def infer_run(run_dir: str | Path, /, **options: Any) -> "InferenceResult":
     """Batch-1 latency, throughput and cost of a run's checkpoint (see `daybreak infer`). ``options``: fields of
     ``daybreak.infer.latency.InferConfig`` (device, amp, warmup, batch_size, cost_per_hour, ...)."""
     from daybreak.infer.latency import InferConfig, infer as _infer
@@ -106,6 +106,9 @@ def time(task: str, command: list[str] | None = None, /, *, log: str | Path | No
     return time_log(config) if config.log is not None else time_command(config)
 
 
+infer = infer_run  # (once the package daybreak.infer is imported, it is this attribute, and callable the same way)
+
+
 def _checked(cls: type, options: dict[str, Any], command: str) -> dict[str, Any]:
     """Keyword options of a config dataclass: unknown names are one ConfigError naming the nearest; the options it
     shares with RunConfig are read by RunConfig's own readers."""
@@ -123,4 +126,4 @@ def _checked(cls: type, options: dict[str, Any], command: str) -> dict[str, Any]
     return out
 
 
-__all__ = ["RunConfig", "ConfigError", "DaybreakError", "run", "repeat", "ab", "infer", "time", "__version__"]
+__all__ = ["RunConfig", "ConfigError", "DaybreakError", "run", "repeat", "ab", "infer", "infer_run", "time", "__version__"]

@@ -94,11 +94,13 @@ class RunConfig(OptionModel):
         default_help="the task's")] = None
     data_dir: Annotated[Path | None, Opt(
         "--data-dir", "folder holding the task's files themselves", parse=parse_path,
-        commands=TRIAL | {"infer", "throughput", "evaluate"}, metavar="DIR", group=G_DATA,
+        commands=TRIAL | {"infer", "throughput", "evaluate", "roofline"}, metavar="DIR", group=G_DATA,
         default_help="$DAYBREAK_DATA/<task> or the user cache dir",
         help_in=(("infer", "folder holding the task's files (default: the folder the run read, from its "
                            "result.json's data_source; the cache folder for runs that recorded none)"),
                  ("evaluate", "folder with the other set's files (default: the folder the run read)"),
+                 ("roofline", "the task's files, to rebuild a run's input batch (default: where the run read them; "
+                              "synthetic shapes otherwise)"),
                  ("throughput", "with --data: folder holding the task's files themselves (default: "
                                 "$DAYBREAK_DATA/<task> or the user cache dir)")))] = None
     allow_custom_data: Annotated[bool, Opt(
@@ -144,9 +146,10 @@ class RunConfig(OptionModel):
         parse=parse_bool, commands=TRIAL, kind="flag", group=G_CLOCK)] = False
     cost_per_hour: Annotated[float | None, Opt(
         "--cost-per-hour", "price of the machine per hour", parse=number_in(0), metavar="USD",
-        commands=TRIAL | {"time", "infer", "reproduce"}, group=G_PRICE,
+        commands=TRIAL | {"time", "infer", "reproduce", "worker"}, group=G_PRICE,
         help_in=(("infer", "price of the machine per hour (default: the run's own price, if it has one)"),
-                 ("reproduce", "this machine's price per hour, for train-cost")))] = None
+                 ("reproduce", "this machine's price per hour, for train-cost"),
+                 ("worker", "this machine's price per hour, for train-cost")))] = None
     instance: Annotated[str | None, Opt(
         "--instance", "take the price from the catalog (see `daybreak instances`)", parse=parse_text,
         commands=TRIAL | {"time", "infer"}, metavar="NAME", group=G_PRICE)] = None
@@ -159,8 +162,10 @@ class RunConfig(OptionModel):
         parse=number_in(0, 60), commands=TRIAL | {"infer"}, metavar="S", group=G_PRICE)] = 2.0
     quiet: Annotated[bool, Opt(
         "--quiet", "no progress bar, no summary", parse=parse_bool, short="-q",
-        commands=TRIAL | {"time", "infer", "throughput"}, kind="flag", group=G_RECORD, recorded=False,
-        help_in=(("throughput", "no progress, no per-configuration lines"),))] = False
+        commands=TRIAL | {"time", "infer", "throughput", "evaluate-squad", "import"}, kind="flag", group=G_RECORD,
+        recorded=False, help_in=(("throughput", "no progress, no per-configuration lines"),
+                                 ("evaluate-squad", "no per-question messages on stderr"),
+                                 ("import", "print only problems and the summary")))] = False
     author: Annotated[str | None, Opt(
         "--author", "author for the DAWNBench JSON and the leaderboard", parse=parse_text,
         commands=TRIAL | {"time"}, metavar="NAME", group=G_RECORD, default_help="your user name",
@@ -175,11 +180,12 @@ class RunConfig(OptionModel):
     nnodes: Annotated[int, Opt(
         "--nnodes", "number of nodes", parse=int_at_least(1), commands=RUN, metavar="M", group=G_LAUNCH)] = 1
     node_rank: Annotated[int, Opt(
-        "--node-rank", "this node's rank, 0..M-1", parse=int_at_least(0), commands=RUN, metavar="R",
-        group=G_LAUNCH, recorded=False)] = 0
+        "--node-rank", "this node's rank, 0..M-1", parse=int_at_least(0), commands=RUN | {"throughput"}, metavar="R",
+        group=G_LAUNCH, recorded=False, help_in=(("throughput", "this node's rank (node 0 records the results)"),))] = 0
     rdzv_endpoint: Annotated[str | None, Opt(
-        "--rdzv-endpoint", "rendezvous address (node 0) when M > 1", parse=parse_endpoint, commands=RUN,
-        metavar="HOST:PORT", group=G_LAUNCH, recorded=False)] = None
+        "--rdzv-endpoint", "rendezvous address (node 0) when M > 1", parse=parse_endpoint,
+        commands=RUN | {"throughput"}, metavar="HOST:PORT", group=G_LAUNCH, recorded=False,
+        help_in=(("throughput", "with --nodes > 1: node 0's address and a free port"),))] = None
     dist_timeout_s: Annotated[float, Opt(
         "--dist-timeout", "seconds a collective may wait for a slow or dead rank before the run fails",
         parse=number_in(0, low_open=True), commands=TRIAL, metavar="S", group=G_LAUNCH)] = DEFAULT_TIMEOUT_S

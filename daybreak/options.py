@@ -512,7 +512,17 @@ def iter_help_examples(text: str) -> Iterator[str]:
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Wrapped descriptions, but an epilog of examples (text starting ``examples:``) kept line by line."""
+    """daybreak's --help: wrapped descriptions, an epilog of examples (text starting ``examples:``) kept line by
+    line, and "(default: X)" added once, only where it says something: not when the help already states the
+    default, nor for None, False or a flag."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if ("(default" in text or default in (None, False, argparse.SUPPRESS) or action.nargs == 0
+                or isinstance(default, list) or not action.option_strings):
+            return text
+        return text + " (default: %(default)s)"
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if text.startswith("examples:"):

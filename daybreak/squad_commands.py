@@ -10,6 +10,9 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from daybreak.config import RunConfig
+    from daybreak.options import add_flags
+
     p = sub.add_parser(
         "evaluate-squad",
         help="score SQuAD v1.1 predictions: exact match and F1, as the official v1.1 evaluation does",
@@ -21,13 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dataset", type=Path, metavar="DATASET.json", help="e.g. dev-v1.1.json")
     p.add_argument("predictions", type=Path, metavar="PREDICTIONS.json", help="question id -> answer text")
-    p.add_argument("--quiet", "-q", action="store_true", help="no per-question messages on stderr")
+    add_flags(p, RunConfig, "evaluate-squad")
     p.set_defaults(func=cmd_evaluate_squad)
 
 
 def cmd_evaluate_squad(args: argparse.Namespace) -> int:
     from daybreak.data.squad_eval import evaluate_files
 
-    result = evaluate_files(args.dataset, args.predictions, stderr=io.StringIO() if args.quiet else sys.stderr)
+    result = evaluate_files(args.dataset, args.predictions, stderr=io.StringIO() if getattr(args, "quiet", False) else sys.stderr)
     print(json.dumps(result))
     return 0

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
+from daybreak.options import HelpFormatter
 
 DEFAULT_ANALYSIS_DIR = Path("analysis")
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from daybreak.config import RunConfig
     from daybreak.options import add_flags
 
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = HelpFormatter
 
     # --- analyze -----------------------------------------------------------------------------------------------
     p = sub.add_parser("analyze", help="analyses of runs and sweeps: threshold, roofline, scaling",
@@ -60,8 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--peak", type=Path, metavar="FILE", help="a PeakResult JSON (`daybreak peak --json > FILE`)")
     r.add_argument("--no-measure", action="store_true",
                    help="never measure the peak here; leave utilization empty when nothing is cached")
-    r.add_argument("--data-dir", type=Path, help="the task's files, to rebuild a run's input batch "
-                                                 "(default: where the run read them; synthetic shapes otherwise)")
+    add_flags(r, RunConfig, "roofline")
     r.add_argument("--out", type=Path, default=DEFAULT_ANALYSIS_DIR, help="output directory")
     r.add_argument("--json", action="store_true", help="print roofline.json")
     r.set_defaults(func=cmd_roofline)
@@ -164,7 +164,11 @@ def cmd_threshold(args: argparse.Namespace) -> int:
 def cmd_roofline(args: argparse.Namespace) -> int:
     from daybreak.analysis.roofline import analyze_roofline, table_rows, write_roofline
 
-    a = analyze_roofline(args.paths, peak_file=args.peak, measure=not args.no_measure, data_dir=args.data_dir,
+    from daybreak.config import RunConfig
+    from daybreak.options import values_for
+
+    data_dir = values_for(RunConfig, args, "roofline")["data_dir"]
+    a = analyze_roofline(args.paths, peak_file=args.peak, measure=not args.no_measure, data_dir=data_dir,
                          command=["daybreak", *args.argv], log=_log)
     written = write_roofline(a, args.out)
     if args.json:

@@ -41,7 +41,7 @@ examples:
   daybreak ab digits --b-recipe examples/recipes/digits_wide.py --runs 10 --out exp/wide
   daybreak ab digits --runs 5 --until-significant 0.05 --max-runs 40 --out exp/aa   # A/A: the CI must hold 1
   daybreak ab digits --recipe my_recipe.py --a-commit HEAD~1 --b-commit HEAD --runs 10 --out exp/commit
-  daybreak ab --task mnist --a-cmd "python train.py" --b-cmd "python train.py --fast" --runs 5 --out exp/ext"""
+  daybreak ab mnist --a-cmd "python train.py" --b-cmd "python train.py --fast" --runs 5 --out exp/ext"""
 
 
 class ArmOptions(OptionModel):

@@ -4,3 +4,19 @@ The package itself imports nothing heavy (the CLI registers its command without 
 ``daybreak.infer.latency`` for the measurement functions and ``daybreak.infer.loadgen`` for the optional
 MLCommons LoadGen backend.
 """
+
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    """``daybreak.infer`` is both this package and the Python API's function: importing the package replaces the
+    function on ``daybreak``, so the package itself can be called the same way (see ``daybreak.infer_run``)."""
+
+    def __call__(self, run_dir, /, **options):  # noqa: ANN001, ANN204 - the API's signature
+        from daybreak import infer_run
+
+        return infer_run(run_dir, **options)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

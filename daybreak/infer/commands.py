@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daybreak.options import HelpFormatter
+
 if TYPE_CHECKING:
     from daybreak.records.inference import InferenceResult
 
@@ -25,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "reading and decoding files from disk excluded). The accuracy of those very predictions must "
                     "meet the run's target, else the result is recorded invalid and the exit status is 3. Writes "
                     "inference.json and dawnbench_inference.json into the run directory.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory made by `daybreak run`")
     add_flags(p, RunConfig, "infer")

@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
+from daybreak.options import HelpFormatter
 
 DB_HELP = ("database URL (sqlite:///FILE, postgresql+psycopg://USER:PASS@HOST/DB) or a SQLite file path; "
            "default: $DAYBREAK_DB, else leaderboard.sqlite in the user data directory")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from daybreak.config import RunConfig
     from daybreak.leaderboard.ranking import OBJECTIVES
+    from daybreak.options import add_flags
 
     p = sub.add_parser(
         "leaderboard",
@@ -35,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--db", metavar="URL", help=DB_HELP)
     q.add_argument("--task", help="the task of DAWNBench files outside a CIFAR10/ImageNet/SQuAD folder")
     q.add_argument("--json", action="store_true", help="print the import report as JSON")
-    q.add_argument("--quiet", "-q", action="store_true", help="print only problems and the summary")
+    add_flags(q, RunConfig, "import")
     q.set_defaults(func=cmd_import)
 
     s = lsub.add_parser("show", help="print one ranked table",
@@ -53,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_show)
 
     v = lsub.add_parser("serve", help="serve the leaderboard web site and its JSON API",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        formatter_class=HelpFormatter,
                         description="Serve the pages, the JSON API under /api/ and the submission endpoint "
                                     "POST /api/submissions (open only with --token-file).")
     v.add_argument("--host", default="127.0.0.1")
@@ -95,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "directory)")
     r.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="stop a run that takes longer than this (default: 4 hours)")
-    r.add_argument("--cost-per-hour", type=float, metavar="USD", help="this machine's price, for train-cost")
+    add_flags(r, RunConfig, "reproduce")
     r.set_defaults(func=cmd_reproduce)
 
     w = lsub.add_parser(
@@ -110,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--once", action="store_true", help="run the queued jobs, then exit")
     w.add_argument("--poll", type=float, default=5.0, metavar="S", help="seconds between looks at the queue")
     w.add_argument("--timeout", type=float, default=None, metavar="S", help="per run (default: 4 hours)")
-    w.add_argument("--cost-per-hour", type=float, metavar="USD", help="this machine's price, for train-cost")
+    add_flags(w, RunConfig, "worker")
     w.add_argument("--stale-after", type=float, default=120.0, metavar="S",
                    help="a running job without a heartbeat for this long is the job of a stopped worker")
     w.add_argument("--max-attempts", type=int, default=2, metavar="N", help="attempts of a job whose worker stopped")
@@ -147,7 +150,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             for o in report.outcomes:
                 if o.status == "skipped":
                     print(printable(f"skipped {o.path}: {o.reason}"), file=sys.stderr)
-                elif not args.quiet:
+                elif not getattr(args, "quiet", False):
                     print(printable(f"{'stored   ' if o.status == 'stored' else 'unchanged'} {o.path} "
                                     f"(entry {o.entry_id})"))
             print(f"imported into {store.display_url}: {report.summary()}")
@@ -261,6 +264,13 @@ def _entry_id(text: str) -> int:
     return int(text)
 
 
+def _price(args: argparse.Namespace) -> float | None:
+    from daybreak.config import RunConfig
+    from daybreak.options import values_for
+
+    return values_for(RunConfig, args, "reproduce")["cost_per_hour"]
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
     from daybreak.leaderboard.store import Store
@@ -284,7 +294,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             return 0
         try:
             outcome = reproduce(store, entry_id, work_dir=_work_dir(args.work_dir),
-                                timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=args.cost_per_hour)
+                                timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=_price(args))
         except ReproduceError as e:
             print(f"daybreak: reproduction of entry {entry_id} failed: {e}", file=sys.stderr)
             return 1
@@ -308,7 +318,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     options = WorkerOptions(work_dir=_work_dir(args.work_dir), poll_s=args.poll, once=args.once,
-                            timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=args.cost_per_hour,
+                            timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=_price(args),
                             stale_after_s=args.stale_after, heartbeat_s=max(0.5, min(15.0, args.stale_after / 4)),
                             max_attempts=args.max_attempts)
     with Store(args.db) as store:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
+from daybreak.options import HelpFormatter
 
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1  # a configuration failed or timed out (out-of-memory results are not failures)
@@ -84,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "peak (GPUs of daybreak's catalog), joules per sample from the energy counters where they "
                     "exist, peak memory and the speedup over one device. Results go to DIR/results.jsonl (appended per configuration; re-running skips "
                     "what is there), results.csv, results.md and plots.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--model", required=True, help="resnet50, bert_base or a task model (digits_cnn, mnist_cnn, "
                                                   "airbench_net)")
@@ -96,8 +97,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", default="1", help="devices (processes) per node, comma-separated; on CPU several "
                                                   "processes share the cores (gloo)")
     p.add_argument("--nodes", type=int, default=1, help="nodes; run the same command on each, with its --node-rank")
-    p.add_argument("--node-rank", type=int, default=0, help="this node's rank (node 0 records the results)")
-    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="with --nodes > 1: node 0's address and a free port")
     p.add_argument("--seq-len", type=int, help="token models: sequence length (default 128)")
     p.add_argument("--image-size", type=int, help="image models: input height = width (default: the model's, "
                                                   "224 for resnet50)")
@@ -132,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "all within --budget seconds. A precision much slower than fp32 (no native support: "
                     "emulated) is recorded as such, not as a ceiling. Cached per machine (and thread count) in "
                     "the user cache dir; `daybreak throughput` uses the cache for utilization.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_flags(p, RunConfig, "peak")
     p.add_argument("--force", action="store_true", help="re-measure even if cached")
@@ -160,7 +159,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         model=args.model, mode=args.mode, out=args.out or Path("throughput") / f"{args.model}-{args.mode}",
         batch_sizes=_int_list("--batch-sizes", args.batch_sizes), amps=_amp_list(args.amp),
         compiles=_bool_list(args.compile), devices=_int_list("--devices", args.devices), nodes=args.nodes,
-        node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
+        node_rank=shared["node_rank"], rdzv_endpoint=shared["rdzv_endpoint"],
         seq_len=args.seq_len, image_size=args.image_size, data=args.data, data_dir=shared["data_dir"],
         allow_custom_data=shared["allow_custom_data"], download=shared["download"], channels_last=args.channels_last,
         device=shared["device"], warmup=args.warmup, steps=args.steps, repeats=args.repeats, threads=shared["threads"],
@@ -169,7 +168,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         plots=not args.no_plots, quiet=args.quiet,
     )
     outcome = run_sweep(options)
-    if args.node_rank != 0:
+    if shared["node_rank"] != 0:
         return EXIT_OK
     if args.json:
         print("[" + ",\n".join(row.model_dump_json(indent=2) for row in outcome.rows) + "]")
