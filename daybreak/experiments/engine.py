@@ -245,11 +245,11 @@ def run_pending(out: Path, record: Experiment, executor: "ex.Executor", summariz
         trial.exit_code, trial.host = outcome.exit_code, outcome.host
         trial.started_at, trial.finished_at, trial.error = outcome.started_at, outcome.finished_at, outcome.error
         result = read_trial(out, trial, record.rules)
-        if result is not None and result.status in FINISHED:
-            trial.state = "done" if result.status != "failed" else "failed"
-        elif outcome.exit_code == EXIT_USAGE:
-            trial.state = "failed"
+        if outcome.exit_code == EXIT_USAGE:  # refused before it trained (a user mistake): every trial would be
+            trial.state = "pending"
             refused.append(f"trial {trial.key} was refused: {last_line(job.log)}")
+        elif result is not None and result.status in FINISHED:
+            trial.state = "done" if result.status != "failed" else "failed"
         else:
             trial.state = "interrupted" if result is not None else "lost"
             if trial.error is None:

@@ -1,0 +1,193 @@
+"""Experiments: every trial a fresh `daybreak run` process, arms interleaved, resumable; paired ratios with their
+intervals (checked against scipy)."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from conftest import single_line
+from daybreak.analysis.paired import paired_ratio, relative_width
+from daybreak.cli import main
+from daybreak.experiments.engine import counted, pairs, rerun_busy
+from daybreak.experiments.plan import trial_order
+from daybreak.records.experiment import AbSummary, Arm, Experiment, Trial
+from daybreak.records.repeat import RepeatSummary
+from daybreak.records.run import RunResult
+
+FAST = ["--threads", "1", "--target", "0.9"]
+
+
+def _arms(*names: str) -> list[Arm]:
+    return [Arm(name=n, directory=n, config={}) for n in names]
+
+
+# --- order ----------------------------------------------------------------------------------------------------------
+
+def test_alternate_order_interleaves_and_rotates():
+    order = trial_order(_arms("A", "B"), [0, 1, 2], "alternate", 0)
+    assert [(t.arm, t.seed) for t in order] == [("A", 0), ("B", 0), ("B", 1), ("A", 1), ("A", 2), ("B", 2)]
+    assert [t.position for t in order] == list(range(6)) and order[3].key == "0003-A-s1"
+    assert order[0].run_dir == "A/seed-0"
+    three = trial_order(_arms("x", "y", "z"), [5, 6, 7], "alternate", 0)
+    firsts = [three[i].arm for i in (0, 3, 6)]
+    assert firsts == ["x", "y", "z"]  # each arm takes the first place in turn
+
+
+def test_random_order_is_seeded_and_complete():
+    a = trial_order(_arms("A", "B", "C"), list(range(10)), "random", 3)
+    b = trial_order(_arms("A", "B", "C"), list(range(10)), "random", 3)
+    c = trial_order(_arms("A", "B", "C"), list(range(10)), "random", 4)
+    assert [t.key for t in a] == [t.key for t in b] != [t.key for t in c]
+    assert sorted((t.arm, t.seed) for t in a) == sorted((x, s) for x in "ABC" for s in range(10))
+    for i in range(10):  # every seed runs in every arm before the next seed starts
+        assert {t.arm for t in a[3 * i:3 * i + 3]} == {"A", "B", "C"}
+
+
+# --- paired ratios ----------------------------------------------------------------------------------------------------
+
+def test_paired_ratio_matches_scipy():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(2, 4, 12)
+    cand = base * rng.lognormal(math.log(0.8), 0.05, 12)
+    est = paired_ratio(list(base), list(cand), confidence=0.99)
+    logs = np.log(cand / base)
+    assert est.ratio == pytest.approx(math.exp(logs.mean()))
+    assert est.p_value == pytest.approx(sps.ttest_rel(np.log(cand), np.log(base)).pvalue)
+    low, high = sps.t.interval(0.99, len(logs) - 1, loc=logs.mean(), scale=sps.sem(logs))
+    assert (est.ci_low, est.ci_high) == pytest.approx((math.exp(low), math.exp(high)))
+    assert est.bootstrap_ci_low < est.ratio < est.bootstrap_ci_high
+    assert est.verdict == "candidate better" and est.n_pairs == 12
+    assert relative_width(est) == pytest.approx(est.ci_high / est.ci_low - 1)
+
+
+def test_paired_ratio_of_identical_arms_holds_one_and_missing_pairs_are_left_out():
+    rng = np.random.default_rng(2)
+    base = list(rng.uniform(2, 4, 8))
+    noisy = [b * float(rng.lognormal(0, 0.02)) for b in base]
+    est = paired_ratio(base, noisy, confidence=0.99)
+    assert est.ci_low <= 1 <= est.ci_high and est.verdict == "not distinguishable"
+    est = paired_ratio([1.0, None, 2.0, 3.0], [2.0, 5.0, None, 6.0], confidence=0.95)
+    assert est.n_pairs == 2 and est.ratio == pytest.approx(2.0) and est.p_value == 0.0  # zero spread
+    assert paired_ratio([1.0], [2.0], confidence=0.95).verdict == "too few pairs"
+
+
+# --- the record: busy trials, pairs -------------------------------------------------------------------------------------
+
+def _record(policy: str = "keep") -> Experiment:
+    arms = _arms("A", "B")
+    trials = trial_order(arms, [0, 1, 2], "alternate", 0)
+    for t in trials:
+        t.state, t.status, t.reached, t.time_to_target_s = "done", "reached", True, 2.0 if t.arm == "A" else 1.0
+    trials[2].busy, trials[2].busy_reason = True, "load"
+    return Experiment(command="ab", arms=arms, seeds=[0, 1, 2], trials=trials, busy_policy=policy,
+                      created_at=datetime.now(timezone.utc))
+
+
+def test_busy_policies():
+    keep, exclude = _record("keep"), _record("exclude")
+    assert len(counted(keep, "B")) == 3 and len(counted(exclude, "B")) == 2
+    assert [a.seed for a, _ in pairs(exclude, "A", "B")] == [0, 2]
+    rerun = _record("rerun")
+    added = rerun_busy(Path("."), rerun)
+    assert [(t.arm, t.seed, t.attempt) for t in added] == [("B", 1, 2)] and rerun.trials[2].excluded
+    assert added[0].run_dir == "B/seed-1-rerun" and added[0].position == 6
+
+
+# --- end to end: fresh processes, resume, ab -------------------------------------------------------------------------
+
+def test_repeat_trials_are_fresh_daybreak_run_processes(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["repeat", "digits", "--runs", "2", "--out", str(out), *FAST]) == 0
+    exp = Experiment.load(out)
+    assert [t.state for t in exp.trials] == ["done", "done"] and exp.complete
+    for t in exp.trials:
+        r = RunResult.load(out / t.run_dir)
+        # each trial is its own `daybreak run --config ... --out ...` command line, run by the executor
+        assert r.command[:3] == ["daybreak", "run", "--config"] and str(out / t.run_dir) in r.command
+        assert (out / t.run_dir / "config.toml").exists() and (out / "trials" / f"{t.key}.log").exists()
+        assert t.data_load_s is not None and t.model_init_s is not None and t.exit_code == 0
+    s = RepeatSummary.load(out)
+    assert s.trials and "fresh processes" in s.trials and s.accuracy is not None and s.accuracy.n == 2
+    assert s.cold_start_spread is not None and s.cold_start_spread >= 1
+    err = capsys.readouterr().err
+    assert "repeat [1/2] seed 0:" in err and "repeat [2/2] seed 1:" in err
+
+
+def test_a_killed_experiment_resumes_without_rerunning_finished_trials(tmp_path):
+    out = tmp_path / "rep"
+    cmd = [sys.executable, "-m", "daybreak", "repeat", "digits", "--runs", "3", "--out", str(out), *FAST]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.joinpath("experiment.json").exists() and \
+                sum(t.state == "done" for t in Experiment.load(out).trials) >= 1:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    first = Experiment.load(out)
+    done = [t for t in first.trials if t.state == "done"]
+    assert 1 <= len(done) < 3 and not first.complete
+    kept = {t.key: (out / t.run_dir / "result.json").read_bytes() for t in done}
+    assert main(["repeat", "digits", "--runs", "3", "--out", str(out), *FAST]) == 2  # needs --resume
+    assert main(["repeat", "digits", "--runs", "3", "--out", str(out), *FAST, "--resume"]) == 0
+    second = Experiment.load(out)
+    assert second.complete and len(second.invocations) == 2
+    assert {t.key: (out / t.run_dir / "result.json").read_bytes() for t in second.trials if t.key in kept} == kept
+    assert {t.key for t in second.trials if t.invocation == 0} == set(kept)  # never run again
+    assert main(["repeat", "digits", "--runs", "3", "--out", str(out), "--resume", "--threads", "2",
+                 "--target", "0.9"]) == 2  # other options than recorded: refused
+
+
+def test_ab_on_digits_prints_ratio_interval_and_verdict(tmp_path, capsys):
+    out = tmp_path / "ab"
+    assert main(["ab", "digits", "--a-set", "lr=0.1", "--b-set", "lr=0.2", "--runs", "2", "--out", str(out),
+                 *FAST]) == 0
+    text = capsys.readouterr().out
+    assert "time to target" in text and "% CI" in text and "verdict" in text
+    s = AbSummary.load(out)
+    exp = Experiment.load(out)
+    assert [t.arm for t in exp.trials] == ["baseline", "candidate", "candidate", "baseline"]
+    for t in exp.trials:
+        lr = RunResult.load(out / t.run_dir).hyperparameters["lr"]
+        assert lr == (0.1 if t.arm == "baseline" else 0.2)
+    both = [(a.time_to_target_s, b.time_to_target_s) for a, b in pairs(exp, "baseline", "candidate")
+            if a.reached and b.reached]
+    if both:
+        expected = math.exp(sum(math.log(b / a) for a, b in both) / len(both))
+        assert s.comparison.time.ratio == pytest.approx(expected)
+    assert s.comparison.time.verdict in ("not distinguishable", "candidate better", "candidate worse",
+                                         "too few pairs")
+    assert (out / "ab.md").exists() and s.provenance.inputs
+
+
+def test_a_trial_that_is_refused_stops_the_experiment_with_its_line(tmp_path, capsys):
+    out = tmp_path / "rep"
+    code = main(["repeat", "mnist", "--runs", "2", "--no-download", "--data-dir", str(tmp_path / "none"),
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "trial 0000-repeat-s0 was refused" in err and "mnist" in err.lower()
+    assert [t.state for t in Experiment.load(out).trials] == ["pending", "pending"]  # nothing counted as run
+
+
+@pytest.mark.slow
+def test_lesion_arms_are_interleaved_fresh_processes(tmp_path):
+    out = tmp_path / "les"
+    assert main(["lesion", "digits", "--without", "augment", "--runs", "2", "--out", str(out), *FAST]) == 0
+    exp = Experiment.load(out)
+    assert [(t.arm, t.seed) for t in exp.trials] == [("full", 0), ("no-augment", 0), ("no-augment", 1), ("full", 1)]
+    data = json.loads((out / "lesion.json").read_text())
+    assert data["variants"][1]["comparison"]["n_pairs"] <= 2
+    assert RepeatSummary.load(out / "full").n_runs == 2
