@@ -34,6 +34,15 @@ def pytest_collection_modifyitems(config, items):
         warnings.warn(f"conftest.SLOW_DUPLICATES names tests that no longer exist: {sorted(stale)}")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _repository_left_clean():
+    """No test writes a run directory into the repository's own runs/ (a test without --out runs in tmp_path)."""
+    before = set(os.listdir(REPO / "runs")) if (REPO / "runs").is_dir() else set()
+    yield
+    after = set(os.listdir(REPO / "runs")) if (REPO / "runs").is_dir() else set()
+    assert after <= before, f"tests left {sorted(after - before)} in {REPO / 'runs'}"
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Tests never touch the user's cache or database, and never download."""

@@ -176,7 +176,8 @@ def test_nan_loss_ends_run_as_diverged(tmp_path, capsys):
     (["run", "mnist", "--no-download"], "not found"),
     (["show", "/nonexistent/run"], "no result.json"),
 ])
-def test_user_errors_are_one_line(argv, fragment, capsys):
+def test_user_errors_are_one_line(argv, fragment, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a failed start without --out writes runs/ here, never in the repository
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert single_line(err) and fragment in err, err
