@@ -419,7 +419,7 @@ def test_roofline_of_a_run_and_a_sweep(repeat_dir, tmp_path, capsys):
 def test_evaluate_mnist_on_another_set(tmp_path, capsys):
     from daybreak.data.synthetic import write_mnist
     from daybreak.infer.latency import load_for_inference
-    from daybreak.train.evaluate import evaluate
+    from daybreak.tasks.evaluate import evaluate
 
     write_mnist(tmp_path / "m1", 600, 200, seed=0)
     write_mnist(tmp_path / "m2", 20, 150, seed=1)

@@ -20,7 +20,7 @@ from daybreak.models import MODELS, count_parameters, create_model
 from daybreak.recipes import RECIPES, get_recipe
 from daybreak.registry import Registry
 from daybreak.tasks import TASKS, get_task
-from daybreak.train.batches import BatchPlan, evaluator_for, train_batches_for
+from daybreak.tasks.batches import BatchPlan, evaluator_for, train_batches_for
 from daybreak.train.distributed import DistContext
 from daybreak.train.runner import RunConfig, run
 from daybreak.train.spec import RunSpec, resolve_run_spec

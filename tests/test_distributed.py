@@ -12,7 +12,7 @@ from daybreak.cli import main
 from daybreak.errors import ConfigError
 from daybreak.launch import LaunchSpec, strip_flags, torchrun_command
 from daybreak.records.run import RunResult
-from daybreak.train.evaluate import evaluate
+from daybreak.tasks.evaluate import evaluate
 
 from conftest import single_line
 

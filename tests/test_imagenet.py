@@ -17,7 +17,7 @@ from daybreak.data import imagenet as inet
 from daybreak.data import imagenet_pipeline as pipeline
 from daybreak.errors import ChecksumError, DataError
 from daybreak.records.run import RunResult
-from daybreak.train.batches import BatchPlan
+from daybreak.tasks.batches import BatchPlan
 from daybreak.train.distributed import DistContext
 from daybreak.train.runner import RunConfig, run
 

@@ -3,7 +3,7 @@
 The run's checkpoint (saved when it first reached the target) is rebuilt with
 :func:`daybreak.infer.latency.load_for_inference`, the other set is read by the task's own loader from ``D``
 (never downloaded; without ``--data-dir``, the folder the run itself read, see daybreak.infer.run_data) and the
-model is evaluated on its eval split with :func:`daybreak.train.evaluate.evaluate`
+model is evaluated on its eval split with :func:`daybreak.tasks.evaluate.evaluate`
 (the recipe's test-time ``predict`` included, as in training). The accuracy is appended to
 ``RUN_DIR/generalization.json`` (a list, one entry per evaluation) beside the checkpoint's own accuracy.
 """
@@ -23,7 +23,7 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, all
     from daybreak.infer.latency import load_for_inference
     from daybreak.measure.device import set_threads
     from daybreak.measure.system import system_info
-    from daybreak.train.evaluate import evaluate
+    from daybreak.tasks.evaluate import evaluate
 
     run_dir = Path(run_dir)
     data_dir = None if data_dir is None else Path(data_dir)

@@ -8,7 +8,8 @@ roofline, warm-up) and its leaderboard / DAWNBench facts. Task files are found b
 files: nothing else is edited.
 
 ``data/`` holds format readers only and imports nothing above it; the task file is where a reader meets the
-runner (``daybreak.train.batches``).
+runner. Beside the task files, ``batches.py`` (batch sources, evaluators, ``BatchPlan``) and ``evaluate.py``
+(top-1/top-5 counting) are the building blocks task files and the runner share; they import nothing from train/.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from daybreak.metrics import TOP5, Metric
 from daybreak.registry import Registry
 
 if TYPE_CHECKING:
-    from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches
+    from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class Task:
     files: str = ""  # which files the task needs, for help and offline errors
     extra_metrics: tuple[Metric, ...] = ()  # also measured at every evaluation (ImageNet records top-1 too)
     # the runner's data source and evaluator for data that does not sit in memory as tensors, or whose metric is
-    # not classification accuracy; None: daybreak.train.batches' in-memory ones
+    # not classification accuracy; None: daybreak.tasks.batches' in-memory ones
     make_train_batches: Callable[[TaskData, "BatchPlan"], "TrainBatches"] | None = None
     make_evaluator: Callable[[TaskData, "BatchPlan"], "Evaluator"] | None = None
     # daybreak infer: the eval inputs to time one at a time (default: data.eval_x)

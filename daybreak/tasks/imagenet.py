@@ -16,8 +16,8 @@ from daybreak.data.imagenet import ImageNetData
 from daybreak.data.imagenet_pipeline import EvalOrder, ImageFiles, ShardedBatches, make_loader, to_device, unpack
 from daybreak.metrics import TOP1, TOP5
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader
-from daybreak.train.batches import BatchPlan
-from daybreak.train.evaluate import correct_counts
+from daybreak.tasks.batches import BatchPlan
+from daybreak.tasks.evaluate import correct_counts
 
 
 class ImageNetTrainBatches:

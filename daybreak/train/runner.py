@@ -27,7 +27,7 @@ from daybreak.recipes import Recipe, TrainSetup
 from daybreak.records.run import ClockRules, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import Task
-from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
+from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
 from daybreak.train.clock import Timeline
 from daybreak.train.distributed import Terminated, destroy, init_distributed, injected_fault_step
 from daybreak.train.energy import RunEnergy
