@@ -77,4 +77,5 @@ TASKS.add("imagenet", Task(
     make_train_batches=lambda data, plan: ImageNetTrainBatches(data, plan),
     make_evaluator=lambda data, plan: ImageNetEvaluator(data, plan),
     inference_inputs=lambda data: data.inference_inputs(),
+    stand_in=lambda classes, examples: ImageNetData.stand_in(classes),  # shapes only; batches come from the pipeline
 ))
