@@ -73,6 +73,28 @@ def test_every_task_is_complete(name):
     assert lb.target_label and task.target_label
 
 
+@pytest.mark.parametrize("name", TASKS.names())
+def test_every_task_answers_what_the_other_commands_ask_of_it(name):
+    """What throughput, infer, roofline and evaluate ask a task instead of keeping tables of their own."""
+    task = get_task(name)
+    stand_in = task.stand_in_data(3, examples=2)  # analyze roofline without the files
+    if task.in_memory:
+        assert stand_in.train_x.shape == (2, *task.input_spec.shape) and stand_in.train_x.dtype == task.input_spec.dtype
+        assert stand_in.num_classes == 3 and int(stand_in.train_y.max()) < 3
+    else:
+        assert stand_in is None or stand_in.num_classes == 3  # imagenet's own stand-in; squad has none
+    source = "/data/somewhere"  # infer/evaluate: the folder a recorded data_source means
+    assert task.data_folder(source) == (Path(source) if task.has_data_dir else None)
+    assert task.data_folder("") is None
+    assert task.feeds_sweeps == (name in {"digits", "mnist", "cifar10"})  # images in memory: throughput --data
+
+
+def test_cifar10_reads_the_folder_around_its_tarball_again():
+    task = get_task("cifar10")
+    assert task.data_folder("/d/cifar-10-python.tar.gz") == Path("/d")
+    assert task.data_folder("/d/cifar-10-batches-py") == Path("/d")
+
+
 @pytest.mark.parametrize("recipe_name", RECIPES.names())
 def test_every_recipe_builds_steps_and_evaluates_on_its_tasks_input_spec(recipe_name, tmp_path):
     recipe = get_recipe(recipe_name)
