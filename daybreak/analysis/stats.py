@@ -209,18 +209,3 @@ def attainable_flops(peak_flops: float, bandwidth: float, intensity: float) -> f
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
     """The intensity at which the roofline turns from memory- to compute-bound."""
     return peak_flops / bandwidth
-
-
-# --- scaling ----------------------------------------------------------------------------------------------------
-
-def speedups(base_value: float, base_devices: int, values: dict[int, float],
-             higher_is_better: bool) -> dict[int, tuple[float, float]]:
-    """devices -> (speedup over the base, efficiency = speedup / (devices / base_devices)).
-
-    ``higher_is_better``: throughputs (speedup = value / base); times (speedup = base / value).
-    """
-    out = {}
-    for devices, value in values.items():
-        s = value / base_value if higher_is_better else base_value / value
-        out[devices] = (s, s / (devices / base_devices))
-    return out
