@@ -213,6 +213,7 @@ class StepProfile:
 
 # Examples per step the FLOP counter really runs (on this machine's CPU): the count of a larger batch is scaled
 # linearly from it (matmul/conv/attention FLOPs, input and activation bytes are proportional to the batch).
+EXTERNAL_NOTE = "a `daybreak time` record of an external program, no daybreak model to count a step's FLOPs on"
 PROFILE_MAX_BATCH = 64  # tasks held in memory (Task.in_memory: digits, mnist, cifar10): small models
 STREAM_PROFILE_BATCH = 2  # tasks that stream their data (imagenet, squad): ResNet-50 / BERT-size models
 
@@ -315,6 +316,8 @@ def run_step_profile(result: RunResult, data_dir: Path | None = None, run_dir: P
     from daybreak.measure.flops import step_flops
     from daybreak.recipes import get_recipe
 
+    if result.is_external:
+        raise RecordError(f"{result.run_id}: {EXTERNAL_NOTE}")
     try:
         recipe = get_recipe(result.recipe)
     except ConfigError as e:
@@ -636,6 +639,7 @@ def analyze_roofline(paths: list[str | Path], peak_file: Path | None = None, mea
     profiles: dict = {}
     items = [classify(p) for p in paths]
     labels = unique_labels([run for kind, folder in items if kind != "sweep" for run in runs_in(folder)])
+    notes = []
     for kind, folder in items:  # in the order given
         if kind == "sweep":
             pts, pks = sweep_points(folder, finder, log)
@@ -645,12 +649,16 @@ def analyze_roofline(paths: list[str | Path], peak_file: Path | None = None, mea
                 peaks[pk.machine_key] = pk
             continue
         for run in runs_in(folder):
+            if run.result.is_external:
+                notes.append(f"{labels.get(run.path, run.result.run_id)} left out: {EXTERNAL_NOTE}")
+                continue
             point, peak = run_point(run.path, run.result, finder, data_dir, profiles, labels.get(run.path))
             points.append(point)
             inputs.append(str(run.path))
             if peak is not None:
                 peaks[peak.machine_key] = peak
-    notes = []
+    if not points:
+        raise RecordError("no roofline point: " + "; ".join(notes or ["nothing to place"]))
     if not peaks and all(p.peak_flops_per_s is None for p in points):
         notes.append("no peak measurement for these devices: run `daybreak peak` on that machine, or pass --peak FILE")
     return RooflineAnalysis(points=points, peaks=list(peaks.values()), notes=notes,

@@ -39,13 +39,13 @@ from daybreak.measure.system import SystemInfo, system_info
 from daybreak.metrics import get_metric
 from daybreak.pricing import resolve_price
 from daybreak.records.mllog import CHECKPOINT_STOP, C
-from daybreak.records.run import ClockRules, RunResult
+from daybreak.records.run import EXTERNAL_ENERGY, EXTERNAL_RECIPE, ClockRules, EnergyRecord, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import get_task
 from daybreak.train.rundir import check_out_dir, default_run_dir
 from daybreak.train.spec import parse_target
 
-RECIPE = "external"
+RECIPE = EXTERNAL_RECIPE
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (kept whole in program.log, in pieces)
 _SAME_CLOCK_SLACK_MS = 1000.0  # time_ms this close to daybreak's wall clock is read as the same clock
 _RECORD_KEYS = {C.RUN_START, C.RUN_STOP, C.EVAL_ACCURACY, C.EVAL_STOP, C.INIT_STOP, CHECKPOINT_STOP}
@@ -100,6 +100,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
         device="external", amp="unknown", compile=False, threads=None, stop_at_target=config.stop_at_target,
         eval_every_epochs=None, eval_every_steps=None, cost_per_hour=price, instance=instance,
         price_date=price_date, clock=_clock_rules(config, mode), rules=rules,
+        energy=EnergyRecord(unavailable={kind: EXTERNAL_ENERGY for kind in ("gpu", "cpu_package", "dram")}),
         # live: the program runs on this machine; --log: on whatever the log declares (filled in by ``apply``)
         system=system_info() if mode == "command" else SystemInfo.declared(None),
         analyzed_on=None if mode == "command" else system_info(),

@@ -38,7 +38,9 @@ from daybreak.errors import ConfigError, DaybreakError, RecordError
 from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
 from daybreak.measure.device import amp_dtype, resolve_amp, select_device, set_threads, synchronize
 from daybreak.metrics import get_metric
-from daybreak.records.inference import InferenceResult, InferenceSettings, LatencyStats, ThroughputStats
+from daybreak.records.inference import (
+    InferenceEnergy, InferenceResult, InferenceSettings, LatencyStats, ThroughputStats,
+)
 from daybreak.records.run import RunResult
 
 if TYPE_CHECKING:
@@ -177,6 +179,9 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
     if not run_dir.is_dir():
         raise RecordError(f"{run_dir}: not a directory; give a run directory (made by `daybreak run`)")
     result = RunResult.load(run_dir)
+    if result.is_external:
+        raise RecordError(f"{run_dir}: a `daybreak time` record of an external program has no daybreak model or "
+                          "checkpoint to load; give a run directory made by `daybreak run`")
     try:
         task = get_task(result.task)
         recipe = get_recipe(result.recipe)
@@ -507,11 +512,14 @@ def infer(config: InferConfig) -> InferenceResult:
         price, instance, price_date = run.cost_per_hour, run.instance, run.price_date
 
     meter = None
-    energy = idle_covers = None
+    energy, idle_covers = None, None
     if config.energy:
         from daybreak.infer import energy as infer_energy
 
         meter = infer_energy.open_meter(device)
+    else:  # the record says so (no energy at all reads as a record made before daybreak measured energy)
+        energy = InferenceEnergy(unavailable={kind: "not measured: asked without energy (energy=False)"
+                                              for kind in ("gpu", "cpu_package", "dram")})
     try:
         if meter is not None:
             energy, idle_covers = infer_energy.start_record(meter, config.idle_power_s)
