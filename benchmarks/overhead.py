@@ -25,7 +25,7 @@ import torch
 
 from daybreak.recipes import get_recipe
 from daybreak.tasks import get_task
-from daybreak.train.evaluate import evaluate
+from daybreak.tasks.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run, seed_everything
 
 

@@ -53,19 +53,3 @@ def torchrun_command(spec: LaunchSpec, module: str, args: list[str]) -> list[str
                 f"--rdzv-endpoint={spec.rdzv_endpoint}"]
     return cmd + ["-m", module, *args]
 
-
-LAUNCH_FLAGS = ("--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-endpoint")
-
-
-def strip_flags(argv: list[str], flags: tuple[str, ...] = LAUNCH_FLAGS) -> list[str]:
-    """The command line minus the given value-taking flags (``--flag V`` and ``--flag=V`` forms)."""
-    out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in flags:
-            skip = True
-        elif not any(arg.startswith(flag + "=") for flag in flags):
-            out.append(arg)
-    return out

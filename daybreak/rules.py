@@ -15,6 +15,7 @@ leaderboard can all apply the same rules.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -158,10 +159,34 @@ def clock_start(rules: RuleSet, timeline: Sequence[Interval]) -> tuple[float, tu
     return start, tuple(notes)
 
 
+def clock_segments(rules: RuleSet, timeline: Sequence[Interval], at_s: float) -> list[tuple[float, float]]:
+    """The stretches of the timeline ``rules``' clock counts up to ``at_s``: from the clock's start to ``at_s``,
+    less the excluded phases (none for a contiguous clock). Time between phases (Python between two steps) counts
+    like the phase it separates: it is neither evaluation nor a record write. ``read_clock`` adds up their lengths,
+    ``daybreak.measure.energy.energy_for_clock`` the joules over them: one arithmetic for time and energy."""
+    start, _ = clock_start(rules, timeline)
+    if at_s <= start:
+        return []
+    segments = [(start, at_s)]
+    if rules.contiguous:
+        return segments
+    for i in sorted((i for i in timeline if not rules.inside[i.phase]), key=lambda i: i.start_s):
+        cut: list[tuple[float, float]] = []
+        for a, b in segments:
+            if i.end_s <= a or i.start_s >= b:
+                cut.append((a, b))
+                continue
+            if i.start_s > a:
+                cut.append((a, i.start_s))
+            if i.end_s < b:
+                cut.append((i.end_s, b))
+        segments = cut
+    return [(a, b) for a, b in segments if b > a]
+
+
 def read_clock(rules: RuleSet, timeline: Sequence[Interval], at_s: float) -> ClockReading:
-    """The time-to-``at_s`` under ``rules``: wall time from the clock's start, minus the excluded phases
-    (none for contiguous rules). Time between phases (Python between two steps) counts like the phase it
-    separates: it is neither evaluation nor a record write."""
+    """The time-to-``at_s`` under ``rules``: the total length of ``clock_segments``, with what each excluded phase
+    took out of the clock's span (none for contiguous rules)."""
     start, notes = clock_start(rules, timeline)
     excluded: dict[str, float] = {}
     if not rules.contiguous:
@@ -170,8 +195,8 @@ def read_clock(rules: RuleSet, timeline: Sequence[Interval], at_s: float) -> Clo
                 gone = i.overlap(start, at_s)
                 if gone > 0:
                     excluded[i.phase] = excluded.get(i.phase, 0.0) + gone
-    seconds = max(0.0, at_s - start) - sum(excluded.values())
-    return ClockReading(rules=rules.name, start_s=start, at_s=at_s, seconds=max(0.0, seconds), excluded_s=excluded,
+    seconds = math.fsum(b - a for a, b in clock_segments(rules, timeline, at_s))
+    return ClockReading(rules=rules.name, start_s=start, at_s=at_s, seconds=seconds, excluded_s=excluded,
                         notes=notes)
 
 

@@ -278,7 +278,7 @@ def test_lesion_digits_augment(tmp_path, capsys):
 # --- compare (hand-made run records) ----------------------------------------------------------------------------
 
 def _fake_runs(template: Path, folder: Path, times: list[float | None], world_size: int = 1,
-               per_epoch: float | None = None) -> list[Path]:
+               per_epoch: float | None = None, threads: int | None = None) -> list[Path]:
     base = RunResult.load(template)
     dirs = []
     for i, t in enumerate(times):
@@ -286,6 +286,7 @@ def _fake_runs(template: Path, folder: Path, times: list[float | None], world_si
         d = folder / f"seed-{i}"
         d.mkdir(parents=True)
         r.run_id, r.seed, r.world_size = d.name, i, world_size
+        r.threads = threads or r.threads
         r.phases, r.clocks = [], {}  # the made-up times below are the whole story
         if t is None:
             r.reached, r.status, r.time_to_target_s, r.epochs_to_target = False, "not_reached", None, None
@@ -343,24 +344,48 @@ def _sweep(folder: Path, per_device: float = 1000.0, efficiency: dict[int, float
 
 
 def test_scaling_from_sweep_and_runs(repeat_dir, tmp_path, capsys):
+    """CPU sweep rows and CPU runs are measured against the same ideal (ratio of total threads): here the runs
+    kept their threads per process (2 x 2 threads against 1 x 2), so the ideal is 2x; the sweep's rows, older
+    records without thread counts on the default split of the cores, 1x."""
     sweep = _sweep(tmp_path / "sweep")
-    _fake_runs(repeat_dir / "seed-0", tmp_path / "w1", [10.0, 10.0], world_size=1, per_epoch=2.5)
-    _fake_runs(repeat_dir / "seed-0", tmp_path / "w2", [8.0, 8.0], world_size=2, per_epoch=1.0)
+    _fake_runs(repeat_dir / "seed-0", tmp_path / "w1", [10.0, 10.0], world_size=1, per_epoch=2.5, threads=2)
+    _fake_runs(repeat_dir / "seed-0", tmp_path / "w2", [8.0, 8.0], world_size=2, per_epoch=1.0, threads=2)
     out = tmp_path / "an"
     assert main(["analyze", "scaling", str(sweep), str(tmp_path / "w1"), str(tmp_path / "w2"), "--out", str(out)]) == 0
     a = json.loads((out / "scaling.json").read_text())
     (g,) = a["throughput"]
     assert [r["world_size"] for r in g["rows"]] == [1, 2, 4]
     assert [r["speedup"] for r in g["rows"]] == pytest.approx([1.0, 1.8, 3.0])
-    assert [r["efficiency"] for r in g["rows"]] == pytest.approx([1.0, 0.9, 0.75])
+    assert [r["efficiency"] for r in g["rows"]] == pytest.approx([1.0, 1.8, 3.0])  # ideal 1x: same total cores
+    assert {r["efficiency_basis"] for r in g["rows"]} == {"same_total_cores"}
     (rg,) = a["runs"]
     r1, r2 = rg["rows"]
     assert (r1["world_size"], r2["world_size"]) == (1, 2)
     assert r2["tta_speedup"] == pytest.approx(10.0 / 8.0)
     assert r2["epoch_speedup"] == pytest.approx(r1["mean_time_per_epoch_s"] / r2["mean_time_per_epoch_s"])
     assert r2["epoch_speedup"] == pytest.approx(2.5)  # per epoch it scales; to the target it does not
+    assert (r2["ideal_speedup"], r2["efficiency_basis"]) == (2.0, "same_threads_per_process")
+    assert r2["tta_efficiency"] == pytest.approx(10.0 / 8.0 / 2) and r2["epoch_efficiency"] == pytest.approx(2.5 / 2)
     assert (out / "scaling.png").stat().st_size > 0
     assert "TTA speedup" in capsys.readouterr().out
+
+
+def test_cpu_runs_and_cpu_sweep_rows_share_the_ideal(repeat_dir, tmp_path):
+    """Two processes of one thread against one of two threads (torchrun on a 2-core machine): the same cores, so
+    the ideal is 1.00x, as for a sweep row on the default split of the cores, not the device count."""
+    from daybreak.analysis.scaling import analyze_scaling
+    from daybreak.records.throughput import ThroughputConfig, ThroughputResult, scaling_basis
+
+    _fake_runs(repeat_dir / "seed-0", tmp_path / "w1", [10.0], world_size=1, threads=2)
+    _fake_runs(repeat_dir / "seed-0", tmp_path / "w2", [8.0], world_size=2, threads=1)
+    (group,) = analyze_scaling([tmp_path / "w1", tmp_path / "w2"]).runs
+    r2 = group.rows[1]
+    assert (r2.ideal_speedup, r2.efficiency_basis) == (1.0, "same_total_cores")
+    assert r2.tta_efficiency == pytest.approx(10.0 / 8.0)
+    rows = [ThroughputResult(config=ThroughputConfig(model="digits_cnn", batch_size=8, devices=d), status="ok",
+                             batch_size=8, global_batch_size=8 * d, world_size=d, threads_per_process=2 // d)
+            for d in (1, 2)]
+    assert scaling_basis(rows[1], rows[0]) == ("same_total_cores", 1.0)
 
 
 # --- roofline ----------------------------------------------------------------------------------------------------
@@ -421,7 +446,7 @@ def test_roofline_of_a_run_and_a_sweep(repeat_dir, tmp_path, capsys):
 def test_evaluate_mnist_on_another_set(tmp_path, capsys):
     from daybreak.data.synthetic import write_mnist
     from daybreak.infer.latency import load_for_inference
-    from daybreak.train.evaluate import evaluate
+    from daybreak.tasks.evaluate import evaluate
 
     write_mnist(tmp_path / "m1", 600, 200, seed=0)
     write_mnist(tmp_path / "m2", 20, 150, seed=1)

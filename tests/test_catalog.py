@@ -20,7 +20,7 @@ from daybreak.models import MODELS, count_parameters, create_model
 from daybreak.recipes import RECIPES, get_recipe
 from daybreak.registry import Registry
 from daybreak.tasks import TASKS, get_task
-from daybreak.train.batches import BatchPlan, evaluator_for, train_batches_for
+from daybreak.tasks.batches import BatchPlan, evaluator_for, train_batches_for
 from daybreak.train.distributed import DistContext
 from daybreak.train.runner import RunConfig, run
 from daybreak.train.spec import RunSpec, resolve_run_spec
@@ -44,10 +44,8 @@ TINY = {
 def synthetic_data(task_name: str, tmp_path: Path) -> TaskData:
     """The task's data made from its input spec (in-memory tasks), or the smallest real-format stand-in."""
     task = get_task(task_name)
-    if task_name == "imagenet":
-        from daybreak.data.imagenet import ImageNetData
-
-        return ImageNetData.stand_in(num_classes=4)
+    if task.stand_in is not None:  # imagenet: shapes only, batches come from its pipeline
+        return task.stand_in_data(4)
     if task_name == "squad":
         from test_squad import write_tiny_squad
 
@@ -71,6 +69,28 @@ def test_every_task_is_complete(name):
     assert (lb.metric, lb.target, lb.dawnbench, lb.dawnbench_field) == (
         task.metric.name, task.target, task.leaderboard.dawnbench, task.metric.dawnbench_column)
     assert lb.target_label and task.target_label
+
+
+@pytest.mark.parametrize("name", TASKS.names())
+def test_every_task_answers_what_the_other_commands_ask_of_it(name):
+    """What throughput, infer, roofline and evaluate ask a task instead of keeping tables of their own."""
+    task = get_task(name)
+    stand_in = task.stand_in_data(3, examples=2)  # analyze roofline without the files
+    if task.in_memory:
+        assert stand_in.train_x.shape == (2, *task.input_spec.shape) and stand_in.train_x.dtype == task.input_spec.dtype
+        assert stand_in.num_classes == 3 and int(stand_in.train_y.max()) < 3
+    else:
+        assert stand_in is None or stand_in.num_classes == 3  # imagenet's own stand-in; squad has none
+    source = "/data/somewhere"  # infer/evaluate: the folder a recorded data_source means
+    assert task.data_folder(source) == (Path(source) if task.has_data_dir else None)
+    assert task.data_folder("") is None
+    assert task.feeds_sweeps == (name in {"digits", "mnist", "cifar10"})  # images in memory: throughput --data
+
+
+def test_cifar10_reads_the_folder_around_its_tarball_again():
+    task = get_task("cifar10")
+    assert task.data_folder("/d/cifar-10-python.tar.gz") == Path("/d")
+    assert task.data_folder("/d/cifar-10-batches-py") == Path("/d")
 
 
 @pytest.mark.parametrize("recipe_name", RECIPES.names())

@@ -19,7 +19,7 @@ from daybreak.recipes.cifar10 import SWITCHES
 from daybreak.recipes.common import AlternatingFlip
 from daybreak.records.run import RESULT_FILE, RunResult
 from daybreak.tasks import TASKS
-from daybreak.train.batches import BatchPlan, InMemoryBatches
+from daybreak.tasks.batches import BatchPlan, InMemoryBatches
 from daybreak.train.distributed import DistContext
 from daybreak.train.runner import RunConfig, run
 from daybreak.train.step import Backend, TrainStep

@@ -374,7 +374,7 @@ def test_mnist_through_the_task_registry(tmp_path):
 def test_sha256_file(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(os.urandom(3 * download.CHUNK_BYTES + 17))
-    assert download.sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert download.file_digest(path, "sha256") == hashlib.sha256(path.read_bytes()).hexdigest()
     assert download.file_digest(path, "md5") == md5(path)
 
 

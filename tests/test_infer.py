@@ -18,7 +18,7 @@ from daybreak.infer.latency import nearest_rank
 from daybreak.infer.loadgen import loadgen_available, parse_summary
 from daybreak.records.dawnbench_inference import JSON_FILE as DAWN_INFER_FILE
 from daybreak.records.inference import INFERENCE_FILE, InferenceResult
-from daybreak.train.evaluate import evaluate
+from daybreak.tasks.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run
 
 from conftest import FAKE_WATTS as WATTS, single_line

@@ -11,7 +11,7 @@ from mlperf_logging.compliance_checker.mlp_parser import ruleset_610 as mlp_pars
 
 from daybreak.cli import main
 from daybreak.records.run import RunResult
-from daybreak.train.evaluate import evaluate
+from daybreak.tasks.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run
 
 from conftest import single_line
@@ -221,7 +221,7 @@ def test_custom_batches_and_evaluator_plug_into_the_runner(tmp_path, monkeypatch
 
     from daybreak.data.digits import load_digits_task
     from daybreak.tasks import TASKS
-    from daybreak.train.batches import InMemoryBatches, InMemoryClassification
+    from daybreak.tasks.batches import InMemoryBatches, InMemoryClassification
 
     calls = {"start": 0, "epochs": 0}
 

@@ -3,7 +3,7 @@
 The run's checkpoint (saved when it first reached the target) is rebuilt with
 :func:`daybreak.infer.latency.load_for_inference`, the other set is read by the task's own loader from ``D``
 (never downloaded; without ``--data-dir``, the folder the run itself read, see daybreak.infer.run_data) and the
-model is evaluated on its eval split with :func:`daybreak.train.evaluate.evaluate`
+model is evaluated on its eval split with :func:`daybreak.tasks.evaluate.evaluate`
 (the recipe's test-time ``predict`` included, as in training). The accuracy is appended to
 ``RUN_DIR/generalization.json`` (a list, one entry per evaluation) beside the checkpoint's own accuracy.
 """
@@ -23,7 +23,7 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, all
     from daybreak.infer.latency import load_for_inference
     from daybreak.measure.device import set_threads
     from daybreak.measure.system import system_info
-    from daybreak.train.evaluate import evaluate
+    from daybreak.tasks.evaluate import evaluate
 
     run_dir = Path(run_dir)
     data_dir = None if data_dir is None else Path(data_dir)
@@ -34,9 +34,8 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, all
     from daybreak.records.run import RunResult
 
     result = RunResult.load(run_dir) if run_dir.is_dir() else None
-    if result is not None and result.task == "digits" and data_dir is not None:
-        raise ConfigError("task digits reads scikit-learn's bundled set and has no --data-dir; "
-                          "evaluate a run of a task with data files (mnist, cifar10)")
+    if result is not None and data_dir is not None:
+        _check_has_data_dir(result.task)
     set_threads(threads)
     t0 = time.perf_counter()
     loaded = load_for_inference(run_dir, device=device, amp=amp, data_dir=data_dir, download=False,
@@ -70,6 +69,17 @@ def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, all
     if write:
         save_entries(run_dir, [*load_entries(run_dir), entry])
     return entry
+
+
+def _check_has_data_dir(task_name: str) -> None:
+    """A task whose data ships in a package (digits) has no other set to read: --data-dir is a mistake."""
+    from daybreak.tasks import get_task, task_names
+
+    task = get_task(task_name)
+    if not task.has_data_dir:
+        with_files = ", ".join(n for n in task_names() if get_task(n).has_data_dir)
+        raise ConfigError(f"task {task.name} reads data bundled in a package ({task.files}) and has no --data-dir; "
+                          f"evaluate a run of a task with data files ({with_files})")
 
 
 def _outputs(loaded, batch_size: int = 64):

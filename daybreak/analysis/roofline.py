@@ -213,7 +213,8 @@ class StepProfile:
 
 # Examples per step the FLOP counter really runs (on this machine's CPU): the count of a larger batch is scaled
 # linearly from it (matmul/conv/attention FLOPs, input and activation bytes are proportional to the batch).
-PROFILE_MAX_BATCH = 64  # tasks held in memory (digits, mnist, cifar10): small models
+EXTERNAL_NOTE = "a `daybreak time` record of an external program, no daybreak model to count a step's FLOPs on"
+PROFILE_MAX_BATCH = 64  # tasks held in memory (Task.in_memory: digits, mnist, cifar10): small models
 STREAM_PROFILE_BATCH = 2  # tasks that stream their data (imagenet, squad): ResNet-50 / BERT-size models
 
 
@@ -242,10 +243,7 @@ def _classes_in_checkpoint(run_dir: Path | None, result: RunResult) -> int | Non
 
 
 def _task_data(result: RunResult, data_dir: Path | None, run_dir: Path | None = None) -> tuple[Any, list[str]]:
-    """The task's data (for input shapes and classes only), or synthetic stand-ins of the usual shape."""
-    import torch
-
-    from daybreak.data.base import TaskData
+    """The task's data (for input shapes and classes only), or the task's stand-in of the same shapes."""
     from daybreak.infer.run_data import recorded_folder
     from daybreak.tasks import get_task
 
@@ -262,27 +260,17 @@ def _task_data(result: RunResult, data_dir: Path | None, run_dir: Path | None = 
             raise DataError(gone)
         return task.load(folder, True, False), []
     except DaybreakError as e:
-        from daybreak.sweep.worker import TASK_IMAGES
-
         why = _first_line(e)
-        if result.task == "imagenet":  # the model needs only the class count; the inputs are shapes
-            from daybreak.data.imagenet import OFFICIAL_CLASSES, ImageNetData
-
-            classes = _classes_in_checkpoint(run_dir, result)
-            where = "from the checkpoint" if classes else "ILSVRC2012's, no checkpoint to read it from"
-            return ImageNetData.stand_in(classes or OFFICIAL_CLASSES), [
-                f"task data not found ({why}); counted on synthetic inputs of the recipe's crop size, "
-                f"{classes or OFFICIAL_CLASSES} classes ({where})"]
-        if result.task not in TASK_IMAGES:
+        checkpoint_classes = _classes_in_checkpoint(run_dir, result)
+        classes = checkpoint_classes or task.num_classes
+        examples = max(int(result.per_device_batch_size or result.hyperparameters.get("batch_size", 1) or 1), 1)
+        data = task.stand_in_data(classes, examples)
+        if data is None:
             raise RecordError(f"{result.task} data not found, so its training step cannot be rebuilt ({why}); "
                               "`daybreak analyze roofline --data-dir FOLDER` reads it from elsewhere") from None
-        c, s = TASK_IMAGES[result.task]
-        dtype = torch.float32 if result.task == "digits" else torch.uint8
-        n = max(int(result.per_device_batch_size or result.hyperparameters.get("batch_size", 1)), 1)
-        x = torch.zeros((n, c, s, s), dtype=dtype)
-        y = torch.arange(n) % task.num_classes
-        data = TaskData(train_x=x, train_y=y, eval_x=x[:1], eval_y=y[:1], num_classes=task.num_classes)
-        return data, [f"task data not found ({why[:120]}); counted on synthetic {c}x{s}x{s} inputs"]
+        where = "from the checkpoint" if checkpoint_classes else f"the {task.name} task's"
+        return data, [f"task data not found ({why[:120]}); counted on synthetic inputs of the task's shapes, "
+                      f"{classes} classes ({where})"]
 
 
 def _epochs_trained(result: RunResult) -> int:
@@ -328,6 +316,8 @@ def run_step_profile(result: RunResult, data_dir: Path | None = None, run_dir: P
     from daybreak.measure.flops import step_flops
     from daybreak.recipes import get_recipe
 
+    if result.is_external:
+        raise RecordError(f"{result.run_id}: {EXTERNAL_NOTE}")
     try:
         recipe = get_recipe(result.recipe)
     except ConfigError as e:
@@ -649,6 +639,7 @@ def analyze_roofline(paths: list[str | Path], peak_file: Path | None = None, mea
     profiles: dict = {}
     items = [classify(p) for p in paths]
     labels = unique_labels([run for kind, folder in items if kind != "sweep" for run in runs_in(folder)])
+    notes = []
     for kind, folder in items:  # in the order given
         if kind == "sweep":
             pts, pks = sweep_points(folder, finder, log)
@@ -658,12 +649,16 @@ def analyze_roofline(paths: list[str | Path], peak_file: Path | None = None, mea
                 peaks[pk.machine_key] = pk
             continue
         for run in runs_in(folder):
+            if run.result.is_external:
+                notes.append(f"{labels.get(run.path, run.result.run_id)} left out: {EXTERNAL_NOTE}")
+                continue
             point, peak = run_point(run.path, run.result, finder, data_dir, profiles, labels.get(run.path))
             points.append(point)
             inputs.append(str(run.path))
             if peak is not None:
                 peaks[peak.machine_key] = peak
-    notes = []
+    if not points:
+        raise RecordError("no roofline point: " + "; ".join(notes or ["nothing to place"]))
     if not peaks and all(p.peak_flops_per_s is None for p in points):
         notes.append("no peak measurement for these devices: run `daybreak peak` on that machine, or pass --peak FILE")
     return RooflineAnalysis(points=points, peaks=list(peaks.values()), notes=notes,

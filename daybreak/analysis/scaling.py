@@ -1,13 +1,16 @@
 """Scaling: speedup and efficiency against the number of devices.
 
 * From throughput sweeps: ThroughputResult rows grouped by their configuration minus the device count
-  (``ThroughputConfig.baseline_key``); speedup = samples/s over the group's smallest device count (normally 1),
-  efficiency = speedup / (devices / baseline devices).
+  (``ThroughputConfig.baseline_key``); speedup = samples/s over the group's smallest device count (normally 1).
 * From runs at several device counts (``RunResult.world_size``), grouped by task, recipe, target,
   hyperparameters, precision and device type: time-to-target speedup (baseline time / time, mean over the
   reached runs at each count) next to time-per-epoch speedup (training clock per epoch at the last
   evaluation). The DAWNBench analysis found these differ: more devices mean a larger global batch, which can
   need more epochs to reach the same accuracy.
+
+Efficiency = speedup / ideal speedup for both, by one rule (``daybreak.records.throughput.ideal_speedup``): the
+device count on accelerators, the ratio of total threads on CPUs (processes there share the cores: two processes
+of one thread each on a 2-core machine ideally run as fast as one process of two threads, 1.00x).
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import json
 from pathlib import Path
 
 from daybreak.analysis.sources import AnalyzedRun, classify, provenance, runs_in
-from daybreak.analysis.stats import mean, speedups
+from daybreak.analysis.stats import mean
 from daybreak.errors import ConfigError, RecordError
 from daybreak.fileio import atomic_write_text
 from daybreak.records.scaling import (
     RunScalingGroup, RunScalingRow, ScalingAnalysis, ThroughputScalingGroup, ThroughputScalingRow,
 )
+from daybreak.records.throughput import EfficiencyBasis, ideal_speedup, scaling_basis
 
 PLOT_FILE = "scaling.png"
 MARKDOWN_FILE = "scaling.md"
@@ -39,24 +43,24 @@ def throughput_groups(folder: Path) -> list[ThroughputScalingGroup]:
     for members in groups.values():
         members.sort(key=lambda r: r.world_size)
         base = members[0]
-        values = {r.world_size: r.samples_per_s for r in members}
-        sp = speedups(base.samples_per_s, base.world_size, values, higher_is_better=True)
         label = base.config.model_copy(update=dict(devices=1, nodes=1)).label().replace(" devices=1", "")
         out.append(ThroughputScalingGroup(
             label=label, source=str(folder), baseline_devices=base.world_size,
-            rows=[_throughput_row(r, sp[r.world_size]) for r in members]))
+            rows=[_throughput_row(r, base) for r in members]))
     return out
 
 
-def _throughput_row(r, sp: tuple[float | None, float | None]) -> ThroughputScalingRow:
-    """The sweep's own speedup, efficiency and basis when it recorded them (on CPUs the ideal is not the device
-    count: see daybreak.records.throughput.scaling_basis), else speedup / devices."""
-    speedup = getattr(r, "speedup", None)
-    efficiency = getattr(r, "scaling_efficiency", None)
-    return ThroughputScalingRow(
-        world_size=r.world_size, samples_per_s=r.samples_per_s,
-        speedup=speedup if speedup is not None else sp[0], efficiency=efficiency if efficiency is not None else sp[1],
-        efficiency_basis=getattr(r, "efficiency_basis", None), flags=list(getattr(r, "flags", []) or []))
+def _throughput_row(r, base) -> ThroughputScalingRow:
+    """The sweep's own speedup, efficiency and basis when it recorded them, else the same computed over the
+    group's smallest device count (``scaling_basis``: on CPUs the ideal is not the device count)."""
+    if r.speedup is not None and r.scaling_efficiency is not None:
+        speedup, efficiency, basis = r.speedup, r.scaling_efficiency, r.efficiency_basis
+    else:
+        speedup = r.samples_per_s / base.samples_per_s
+        basis, ideal = scaling_basis(r, base)
+        efficiency = speedup / ideal if ideal else None
+    return ThroughputScalingRow(world_size=r.world_size, samples_per_s=r.samples_per_s, speedup=speedup,
+                                efficiency=efficiency, efficiency_basis=basis, flags=list(r.flags or []))
 
 
 def _time_per_epoch(run: AnalyzedRun) -> float | None:
@@ -86,7 +90,7 @@ def run_groups(runs: list[AnalyzedRun]) -> list[RunScalingGroup]:
             reached = [m.result for m in ms if m.result.reached and m.result.time_to_target_s is not None]
             per_epoch = [t for t in (_time_per_epoch(m) for m in ms) if t is not None]
             rows.append(RunScalingRow(
-                world_size=world, n_runs=len(ms), n_reached=len(reached),
+                world_size=world, threads=ms[0].result.threads, n_runs=len(ms), n_reached=len(reached),
                 global_batch_size=ms[0].result.global_batch_size,
                 mean_time_to_target_s=mean([r.time_to_target_s for r in reached]) if reached else None,
                 mean_epochs_to_target=mean([r.epochs_to_target for r in reached if r.epochs_to_target is not None])
@@ -94,23 +98,28 @@ def run_groups(runs: list[AnalyzedRun]) -> list[RunScalingGroup]:
                 mean_time_per_epoch_s=mean(per_epoch) if per_epoch else None,
                 run_dirs=[str(m.path) for m in ms]))
         base = rows[0]
-        # time-to-target speedup next to time-per-epoch speedup: the same computation on two measures
-        for measure, speedup_field, efficiency_field in (
-                ("mean_time_to_target_s", "tta_speedup", "tta_efficiency"),
-                ("mean_time_per_epoch_s", "epoch_speedup", "epoch_efficiency")):
-            if not getattr(base, measure):
-                continue
-            sp = speedups(getattr(base, measure), base.world_size,
-                          {r.world_size: getattr(r, measure) for r in rows if getattr(r, measure)},
-                          higher_is_better=False)
-            for r in rows:
-                if r.world_size in sp:
-                    setattr(r, speedup_field, sp[r.world_size][0])
-                    setattr(r, efficiency_field, sp[r.world_size][1])
+        for r in rows:
+            r.efficiency_basis, r.ideal_speedup = _run_ideal(r, base, dtype)
+            # time-to-target speedup next to time-per-epoch speedup: the same computation on two measures
+            for measure, speedup_field, efficiency_field in (
+                    ("mean_time_to_target_s", "tta_speedup", "tta_efficiency"),
+                    ("mean_time_per_epoch_s", "epoch_speedup", "epoch_efficiency")):
+                if getattr(base, measure) and getattr(r, measure):
+                    speedup = getattr(base, measure) / getattr(r, measure)  # times: smaller is faster
+                    setattr(r, speedup_field, speedup)
+                    setattr(r, efficiency_field, speedup / r.ideal_speedup if r.ideal_speedup else None)
         label = f"{task}/{recipe} to {target * 100:.2f}% ({dtype}, amp {amp})"
         out.append(RunScalingGroup(label=label, task=task, recipe=recipe, target=target,
                                    baseline_devices=base.world_size, rows=rows))
     return out
+
+
+def _run_ideal(row: RunScalingRow, base: RunScalingRow, device_type: str) -> tuple[EfficiencyBasis, float]:
+    """The runs' ideal speedup by the sweeps' rule: on CPUs the ratio of total threads, named same_total_cores when
+    the totals are equal (e.g. torchrun's one thread per process against one process on every core)."""
+    same_total = bool(row.threads and base.threads and row.world_size * row.threads == base.world_size * base.threads)
+    return ideal_speedup(device_type, row.world_size, base.world_size, row.threads, base.threads,
+                         cpu_basis="same_total_cores" if same_total else "same_threads_per_process")
 
 
 def analyze_scaling(paths: list[str | Path], command: list[str] | None = None,
@@ -158,11 +167,11 @@ def throughput_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
 
 def runs_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
     header = ["group", "devices", "global batch", "runs (reached)", "time to target", "epochs", "time/epoch",
-              "TTA speedup", "TTA efficiency", "epoch speedup", "epoch efficiency"]
+              "TTA speedup", "TTA efficiency", "epoch speedup", "epoch efficiency", "ideal", "basis"]
     body = [[g.label, str(r.world_size), str(r.global_batch_size or "-"), f"{r.n_runs} ({r.n_reached})",
              _x(r.mean_time_to_target_s, "{:.3f} s"), _x(r.mean_epochs_to_target, "{:g}"),
              _x(r.mean_time_per_epoch_s, "{:.3f} s"), _x(r.tta_speedup), _x(r.tta_efficiency, "{:.0%}"),
-             _x(r.epoch_speedup), _x(r.epoch_efficiency, "{:.0%}")]
+             _x(r.epoch_speedup), _x(r.epoch_efficiency, "{:.0%}"), _x(r.ideal_speedup), r.efficiency_basis or "-"]
             for g in a.runs for r in g.rows]
     return header, body
 

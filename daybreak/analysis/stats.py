@@ -17,6 +17,7 @@ import math
 import statistics
 from typing import Iterable, Sequence
 
+from daybreak.metrics import TOP1, Metric
 from daybreak.records.repeat import CONFIDENCE, EpochStats, TimeStats
 
 
@@ -113,27 +114,28 @@ def threshold_grid(start_pct: float, stop_pct: float, step_pct: float) -> list[f
     return out
 
 
-def first_at_or_above(history: Sequence, threshold: float) -> object | None:
-    """The first history entry (anything with ``.accuracy``) whose accuracy is at or above ``threshold``."""
+def first_at_or_above(history: Sequence, threshold: float, metric: Metric = TOP1) -> object | None:
+    """The first history entry (anything with ``.accuracy``) whose accuracy reaches ``threshold`` (``metric``'s
+    ``reaches``: at or above it for accuracies)."""
     for entry in history:
-        if entry.accuracy >= threshold:
+        if metric.reaches(entry.accuracy, threshold):
             return entry
     return None
 
 
-def threshold_times(history: Sequence, thresholds: Sequence[float]) -> list[float | None]:
+def threshold_times(history: Sequence, thresholds: Sequence[float], metric: Metric = TOP1) -> list[float | None]:
     """Time-to-threshold (``elapsed_s`` of the first entry at or above it) for each threshold; None if never."""
     out: list[float | None] = []
     for t in thresholds:
-        entry = first_at_or_above(history, t)
+        entry = first_at_or_above(history, t, metric)
         out.append(None if entry is None else float(entry.elapsed_s))
     return out
 
 
-def threshold_epochs(history: Sequence, thresholds: Sequence[float]) -> list[float | None]:
+def threshold_epochs(history: Sequence, thresholds: Sequence[float], metric: Metric = TOP1) -> list[float | None]:
     out: list[float | None] = []
     for t in thresholds:
-        entry = first_at_or_above(history, t)
+        entry = first_at_or_above(history, t, metric)
         out.append(None if entry is None else float(entry.epoch))
     return out
 
@@ -207,21 +209,6 @@ def attainable_flops(peak_flops: float, bandwidth: float, intensity: float) -> f
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
     """The intensity at which the roofline turns from memory- to compute-bound."""
     return peak_flops / bandwidth
-
-
-# --- scaling ----------------------------------------------------------------------------------------------------
-
-def speedups(base_value: float, base_devices: int, values: dict[int, float],
-             higher_is_better: bool) -> dict[int, tuple[float, float]]:
-    """devices -> (speedup over the base, efficiency = speedup / (devices / base_devices)).
-
-    ``higher_is_better``: throughputs (speedup = value / base); times (speedup = base / value).
-    """
-    out = {}
-    for devices, value in values.items():
-        s = value / base_value if higher_is_better else base_value / value
-        out[devices] = (s, s / (devices / base_devices))
-    return out
 
 
 def target_significance(final_accuracies: list[float], target: float, *, alpha: float = 0.01,

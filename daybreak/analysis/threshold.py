@@ -13,6 +13,7 @@ from daybreak.analysis.sources import AnalyzedRun, collect_runs, provenance, uni
 from daybreak.analysis.stats import mean, threshold_epochs, threshold_grid, threshold_times
 from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_text
+from daybreak.metrics import get_metric
 from daybreak.records.threshold import ThresholdAnalysis, ThresholdRun
 
 PLOT_FILE = "threshold.png"
@@ -45,8 +46,9 @@ def analyze_threshold(paths: list[str | Path], start: float | None = None, stop:
     rows = [ThresholdRun(run_dir=str(r.path), run_id=r.result.run_id, label=labels[r.path], task=r.result.task,
                          recipe=r.result.recipe,
                          seed=r.result.seed, target=r.result.target,
-                         times_s=threshold_times(r.result.history, thresholds),
-                         epochs=threshold_epochs(r.result.history, thresholds)) for r in runs]
+                         times_s=threshold_times(r.result.history, thresholds, get_metric(r.result.metric)),
+                         epochs=threshold_epochs(r.result.history, thresholds, get_metric(r.result.metric)))
+            for r in runs]
     means, counts = [], []
     for i in range(len(thresholds)):
         got = [row.times_s[i] for row in rows if row.times_s[i] is not None]

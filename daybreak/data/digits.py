@@ -15,11 +15,6 @@ TEST_FRACTION = 0.25
 SOURCE = "bundled with scikit-learn (sklearn.datasets.load_digits), no data folder; split seed 0, 25% test"
 
 
-def folder_of_source(source: str) -> None:
-    """No folder to read again: `daybreak infer`/`evaluate` load the bundled set whatever the run's source says."""
-    return None
-
-
 def load_digits_task() -> TaskData:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split

@@ -61,10 +61,6 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
     return h.hexdigest()
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    return file_digest(path, "sha256")
-
-
 def _algorithm_label(algorithm: str) -> str:
     return {"sha256": "SHA-256", "md5": "MD5"}.get(algorithm, algorithm.upper())
 

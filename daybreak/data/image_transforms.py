@@ -118,8 +118,3 @@ def eval_transform(image: Image.Image, size: int, resize: int, *, draft: bool = 
     box = center_crop_box(image.size[0], image.size[1], size, resize)
     return to_array(load_crop(image, box, size, draft=draft))
 
-
-def eval_resize_for(size: int, crop_fraction: float = 0.875) -> int:
-    """The shorter-side size whose central ``crop_fraction`` is ``size``: 256 for 224 (the usual 0.875)."""
-    return int(round(size / crop_fraction))
-

@@ -113,11 +113,6 @@ class ImageNetData(TaskData):
                    val=empty, settings=settings)
 
 
-def folder_of_source(source: str) -> Path | None:
-    """The folder to read again for a run whose ``data_source`` is ``source`` (the folder itself)."""
-    return Path(source) if source else None
-
-
 def _placeholder(n: int, size: int) -> torch.Tensor:
     return torch.empty((n, 3, size, size), dtype=torch.uint8, device="meta")
 

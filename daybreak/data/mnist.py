@@ -203,11 +203,6 @@ def _labels(path: Path, count: int, images_path: Path) -> np.ndarray:
     return array
 
 
-def folder_of_source(source: str) -> Path | None:
-    """The folder to read again for a run whose ``data_source`` is ``source`` (the folder itself)."""
-    return Path(source) if source else None
-
-
 def load_mnist(
     data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False, download: bool = True
 ) -> TaskData:

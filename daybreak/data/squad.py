@@ -146,11 +146,6 @@ def _vocab_note(path: Path, tokenizer: WordPieceTokenizer) -> str:
     return f"{VOCAB_FILE}: {len(tokenizer.vocab)} tokens, {case}, SHA-256 {digest}"
 
 
-def folder_of_source(source: str) -> Path | None:
-    """The folder to read again for a run whose ``data_source`` is ``source`` (the folder itself)."""
-    return Path(source) if source else None
-
-
 def load_squad(data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False,
                download: bool = True) -> SquadData:
     """Read, validate and tokenize SQuAD v1.1 from ``data_dir`` (or the cache folder); see the module doc."""

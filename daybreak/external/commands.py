@@ -125,9 +125,6 @@ def summary(result, run_dir: Path | None) -> str:  # noqa: ANN001 - RunResult, i
     clock = ext.clock_check if ext is not None else None
     if ext is not None and ext.mode == "log":
         extra.append("  clock check      not done: timestamps read from a log file (--log)")
-        if result.analyzed_on is not None:
-            extra.append(f"  analysed on      {result.analyzed_on.hardware_summary()} (the run's system is what the "
-                         "log declares)")
     elif clock is not None and clock.checked:
         state = "ok" if clock.trusted else "FAILED"
         extra.append(f"  clock check      {state}: program vs wall clock, max deviation "

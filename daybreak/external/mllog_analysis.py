@@ -31,11 +31,9 @@ from typing import Any, Sequence
 
 from daybreak.errors import ConfigError
 from daybreak.external.mllog_clock import ClockCheck, Tolerance, check_clock
-from daybreak.external.mllog_reader import (
-    CHECKPOINT_START, CHECKPOINT_STOP, EPOCH_NUM, EVAL_ACCURACY, EVAL_START, EVAL_STOP, INIT_START, INIT_STOP,
-    RECORD_KEY, RUN_START, RUN_STOP, SAMPLES_COUNT, STATUS, SUCCESS, AccuracyUnit, MllogEvent, as_number, log_info,
-    log_is_percent,
-)
+from daybreak.external.mllog_reader import AccuracyUnit, Declared, MllogEvent, as_number, log_info, log_is_percent
+from daybreak.metrics import TOP1, Metric
+from daybreak.records.mllog import CHECKPOINT_START, CHECKPOINT_STOP, RECORD_PHASE, C
 from daybreak.rules import DEFAULT_RULES, RULE_SETS, ClockReading, Interval, RuleSet, get_rules, read_clock
 
 # Rule sets whose figure for an external program is MLPerf's reported result: from run_start, and, for a run that
@@ -127,7 +125,7 @@ class Analysis:
     def run_stop_status(self) -> str | None:
         if self.run_stop is None:
             return None
-        s = self.run_stop.metadata.get(STATUS)
+        s = self.run_stop.metadata.get(C.STATUS)
         return s if isinstance(s, str) else None
 
 
@@ -169,12 +167,13 @@ def _clock_value(seconds: float) -> float:
 
 def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT_RULES,
             tolerance: Tolerance | None = None, unit: AccuracyUnit = "auto",
-            launch_ms: float | None = None, launch_wall: float | None = None) -> Analysis:
+            launch_ms: float | None = None, launch_wall: float | None = None, metric: Metric = TOP1) -> Analysis:
     """Phase timeline, evaluations, every rule set's clock and everything else the record needs, from the
     events in the order they were logged. ``rules``: the headline rule set (``Evaluation.elapsed_s``,
     ``time_to_target_s``); every rule set is computed. ``launch_ms``: when daybreak started the program, in the
     program's time_ms (live mode), else None; ``launch_wall``: the same instant by daybreak's wall clock.
     ``tolerance`` None skips the wall clock cross-check (``--log``); events without ``wall`` are not checked.
+    ``metric``: the task's, which says whether an evaluation reaches ``target`` (``Metric.reaches``).
     """
     try:
         headline = get_rules(rules).name
@@ -185,18 +184,18 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     warnings: list[str] = []
     info = log_info(events)
 
-    rs_index = next((i for i, e in enumerate(events) if e.key == RUN_START), None)
+    rs_index = next((i for i, e in enumerate(events) if e.key == C.RUN_START), None)
     run_start = events[rs_index] if rs_index is not None else None
-    init_start = next((e for e in events if e.key == INIT_START), None)
-    init_stop = next((e for e in events if e.key == INIT_STOP), None)
+    init_start = next((e for e in events if e.key == C.INIT_START), None)
+    init_stop = next((e for e in events if e.key == C.INIT_STOP), None)
     init_s = _init_seconds(init_start, init_stop, run_start)
     times = [e.time_ms for e in events]
     base = dict(target=target, rules=headline, percent=percent, events=len(events), init_s=init_s,
-                first_time_ms=min(times, default=None), last_time_ms=max(times, default=None), **info)
-    if info["seed"] is None:
+                first_time_ms=min(times, default=None), last_time_ms=max(times, default=None), **vars(info))
+    if info.seed is None:
         notes.append("the log has no seed")
     if run_start is None:
-        ignored = sum(1 for e in events if e.key == EVAL_ACCURACY)
+        ignored = sum(1 for e in events if e.key == C.EVAL_ACCURACY)
         if ignored:
             notes.append(f"{ignored} eval_accuracy line(s) ignored: no run_start")
         end_ms = max(times, default=launch_ms)
@@ -207,10 +206,10 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
                         clock=ClockCheck(checked=False, trusted=True), notes=notes, warnings=warnings,
                         zero_ms=zero, timeline=timeline, clocks=clocks, **base)
 
-    before = sum(1 for e in events[:rs_index] if e.key == EVAL_ACCURACY)
+    before = sum(1 for e in events[:rs_index] if e.key == C.EVAL_ACCURACY)
     if before:
         notes.append(f"{before} eval_accuracy line(s) before run_start ignored")
-    again = next((e for e in events[rs_index + 1:] if e.key == RUN_START), None)
+    again = next((e for e in events[rs_index + 1:] if e.key == C.RUN_START), None)
     if again is not None:
         notes.append(f"a second run_start (line {again.lineno}) ignored: only the first run is timed")
 
@@ -219,7 +218,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     run_stop = None
     for e in events[rs_index + 1:]:
         run.append(e)
-        if e.key == RUN_STOP:
+        if e.key == C.RUN_STOP:
             run_stop = e
             break
     if run_stop is None:
@@ -234,23 +233,23 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     checkpoints: list[tuple[float, float]] = []
     open_checkpoint: float | None = None
     for i, e in enumerate(run):
-        if e.key == EVAL_START:
+        if e.key == C.EVAL_START:
             if open_i is not None:  # never closed: ends at its evaluation's accuracy line, or is empty
                 intervals[open_i][1] = intervals[open_i][2]
             intervals.append([e.time_ms, e.time_ms, e.time_ms, None])
             open_i = len(intervals) - 1
-        elif e.key == EVAL_STOP:
+        elif e.key == C.EVAL_STOP:
             if open_i is not None:
                 intervals[open_i][1] = max(e.time_ms, intervals[open_i][0])
                 intervals[open_i][3] = i
                 open_i = None
-        elif e.key == EVAL_ACCURACY:
+        elif e.key == C.EVAL_ACCURACY:
             if open_i is not None and intervals[open_i][2] == intervals[open_i][0]:
                 intervals[open_i][2] = max(e.time_ms, intervals[open_i][0])
             accuracy_events.append((i, open_i))
-        elif e.key == CHECKPOINT_START or (e.key == RECORD_KEY and e.event_type == "INTERVAL_START"):
+        elif e.key == CHECKPOINT_START or (e.key == RECORD_PHASE and e.event_type == C.INTERVAL_START):
             open_checkpoint = e.time_ms
-        elif (e.key == CHECKPOINT_STOP or (e.key == RECORD_KEY and e.event_type == "INTERVAL_END")) \
+        elif (e.key == CHECKPOINT_STOP or (e.key == RECORD_PHASE and e.event_type == C.INTERVAL_END)) \
                 and open_checkpoint is not None:
             checkpoints.append((open_checkpoint, e.time_ms))
             open_checkpoint = None
@@ -285,7 +284,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
                    for name, rs in RULE_SETS.items()}
         raw = float(e.value)
         epoch, epoch_known, samples = _epoch(e, info, k)
-        bs = info["global_batch_size"]
+        bs = info.global_batch_size
         evaluations.append(Evaluation(
             index=k, accuracy=raw / 100.0 if percent else raw, raw_value=raw, time_ms=e.time_ms, end_ms=end_ms,
             elapsed_s=clock_s[headline], eval_s=max(cover - prev_cover, 0.0) / 1000.0, epoch=epoch,
@@ -304,7 +303,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
               "eval_start and eval_stop around each evaluation")
 
     # the timing window: through the target evaluation, else the whole run
-    target_k = next((k for k, ev in enumerate(evaluations) if ev.accuracy >= target), None)
+    target_k = next((k for k, ev in enumerate(evaluations) if metric.reaches(ev.accuracy, target)), None)
     target_eval = evaluations[target_k] if target_k is not None else None
     if target_eval is not None:
         window = run[: window_ends[target_k] + 1]
@@ -318,7 +317,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     # MLPerf's result runs to run_stop when the run stops, successfully, right after its target evaluation
     stop_ms = None
     if (target_eval is not None and target_k == len(evaluations) - 1 and run_stop is not None
-            and str(run_stop.metadata.get(STATUS, "")).lower() == SUCCESS and run_stop.time_ms >= target_eval.end_ms):
+            and str(run_stop.metadata.get(C.STATUS, "")).lower() == C.SUCCESS and run_stop.time_ms >= target_eval.end_ms):
         stop_ms = run_stop.time_ms
     clocks = _clocks(timeline, zero, end_ms=run_end_ms, target_eval=target_eval, stop_ms=stop_ms, run_start_ms=t0,
                      launch_ms=launch_ms, init_start=init_start, evaluations=evaluations, eval_intervals=len(intervals),
@@ -428,13 +427,13 @@ def _read(rules: RuleSet, timeline: list[Interval], at_s: float,
     return reported, reading
 
 
-def _epoch(e: MllogEvent, info: dict[str, Any], index: int) -> tuple[float, bool, float | None]:
+def _epoch(e: MllogEvent, info: Declared, index: int) -> tuple[float, bool, float | None]:
     md = e.metadata
-    samples = as_number(md.get(SAMPLES_COUNT))
-    epoch = as_number(md.get(EPOCH_NUM))
+    samples = as_number(md.get(C.SAMPLES_COUNT))
+    epoch = as_number(md.get(C.EPOCH_NUM))
     if epoch is not None:
         return epoch, True, samples
-    train_samples = info["hyperparameters"].get("train_samples")
+    train_samples = info.hyperparameters.get(C.TRAIN_SAMPLES)
     train_samples = as_number(train_samples)
     if samples is not None and train_samples:
         return samples / train_samples, True, samples

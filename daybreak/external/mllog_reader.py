@@ -17,26 +17,22 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
+from mlperf_logging.mllog import constants as C
+
+from daybreak.metrics import TOP1, Metric
+from daybreak.records.mllog import CHECKPOINT_START, CHECKPOINT_STOP, SUBMISSION_FRAMEWORK
+
 TOKEN = ":::MLLOG"
 _DECODER = json.JSONDecoder()
 
-# Keys with a role in timing (mlperf_logging.mllog.constants spells them the same way).
-INIT_START, INIT_STOP = "init_start", "init_stop"
-RUN_START, RUN_STOP = "run_start", "run_stop"
-EVAL_START, EVAL_STOP = "eval_start", "eval_stop"
-EVAL_ACCURACY = "eval_accuracy"
-EPOCH_NUM, SAMPLES_COUNT, STATUS = "epoch_num", "samples_count", "status"
-SUCCESS = "success"
-SEED = "seed"
-SUBMISSION_PLATFORM = "submission_platform"
-# Checkpoint and record writes: not mllog constants; a program that logs them gets them off the DAWNBench clock.
-CHECKPOINT_START, CHECKPOINT_STOP = "checkpoint_start", "checkpoint_stop"
-RECORD_KEY = "record"  # daybreak run's own logs: key "record" as INTERVAL_START / INTERVAL_END
-FRAMEWORK_KEYS = ("framework", "submission_framework")
+# Keys with a role in timing: MLPerf's own constants (C), and daybreak's beside them (daybreak.records.mllog: the
+# "record" phase interval of `daybreak run`'s logs; checkpoint_start/stop, which other programs log to get their
+# checkpoint writes off the DAWNBench clock).
+FRAMEWORK_KEYS = ("framework", SUBMISSION_FRAMEWORK)
 MODEL_KEYS = ("model", "model_name", "submission_model")
-_TIMING_KEYS = {INIT_START, INIT_STOP, RUN_START, RUN_STOP, EVAL_START, EVAL_STOP, EVAL_ACCURACY,
-                CHECKPOINT_START, CHECKPOINT_STOP, "epoch_start", "epoch_stop", "block_start", "block_stop",
-                "cache_clear"}
+_TIMING_KEYS = {C.INIT_START, C.INIT_STOP, C.RUN_START, C.RUN_STOP, C.EVAL_START, C.EVAL_STOP, C.EVAL_ACCURACY,
+                CHECKPOINT_START, CHECKPOINT_STOP, C.EPOCH_START, C.EPOCH_STOP, C.BLOCK_START, C.BLOCK_STOP,
+                C.CACHE_CLEAR}
 
 AccuracyUnit = Literal["auto", "fraction", "percent"]
 ACCURACY_UNITS = ("auto", "fraction", "percent")
@@ -128,7 +124,7 @@ def _event(obj: Any, lineno: int, text: str, wall: float | None) -> tuple[MllogE
     if not isinstance(metadata, dict):
         return None, "'metadata' is not an object"
     value = obj.get("value")
-    if key == EVAL_ACCURACY:
+    if key == C.EVAL_ACCURACY:
         v = as_number(value) if not isinstance(value, str) else None
         if v is None or not 0.0 <= v <= 100.0:
             return None, f"eval_accuracy value {value!r} is not a number in [0, 100]"
@@ -136,7 +132,7 @@ def _event(obj: Any, lineno: int, text: str, wall: float | None) -> tuple[MllogE
     event_type = obj.get("event_type")
     namespace = obj.get("namespace")
     return MllogEvent(key=key, value=value, time_ms=time_ms,
-                      event_type=event_type if isinstance(event_type, str) else "POINT_IN_TIME",
+                      event_type=event_type if isinstance(event_type, str) else C.POINT_IN_TIME,
                       metadata=metadata, namespace=namespace if isinstance(namespace, str) else "",
                       lineno=lineno, text=text, wall=wall), ""
 
@@ -145,8 +141,9 @@ def _event(obj: Any, lineno: int, text: str, wall: float | None) -> tuple[MllogE
 class TargetWatch:
     """Live: does this event reach the target? Uses the same unit rule as ``analyze`` as far as seen so far."""
 
-    def __init__(self, target: float, unit: AccuracyUnit = "auto"):
+    def __init__(self, target: float, unit: AccuracyUnit = "auto", metric: Metric = TOP1):
         self.target = target
+        self.metric = metric
         self.unit = unit
         self.percent_seen = unit == "percent"
         self.started = False
@@ -156,16 +153,16 @@ class TargetWatch:
 
     def feed(self, event: MllogEvent) -> bool:
         """True the first time an evaluation after run_start reaches the target."""
-        if event.key == RUN_START:
+        if event.key == C.RUN_START:
             self.started = True
-        if event.key != EVAL_ACCURACY:
+        if event.key != C.EVAL_ACCURACY:
             return False
         if self.unit == "auto" and float(event.value) > 1.0:
             self.percent_seen = True
         accuracy = float(event.value) / 100.0 if self.percent_seen else float(event.value)
         self.last_accuracy = accuracy
-        self.last_epoch = event.metadata.get(EPOCH_NUM, event.metadata.get(SAMPLES_COUNT))
-        if self.started and self.reached_event is None and accuracy >= self.target:
+        self.last_epoch = event.metadata.get(C.EPOCH_NUM, event.metadata.get(C.SAMPLES_COUNT))
+        if self.started and self.reached_event is None and self.metric.reaches(accuracy, self.target):
             self.reached_event = event
             return True
         return False
@@ -176,7 +173,7 @@ def log_is_percent(events: Sequence[MllogEvent], unit: AccuracyUnit = "auto") ->
         return True
     if unit == "fraction":
         return False
-    return any(e.key == EVAL_ACCURACY and float(e.value) > 1.0 for e in events)
+    return any(e.key == C.EVAL_ACCURACY and float(e.value) > 1.0 for e in events)
 
 
 # --- what the log declares ---------------------------------------------------------------------------------
@@ -185,7 +182,19 @@ def _int(x: Any) -> int | None:
     return int(v) if v is not None and float(v).is_integer() else None
 
 
-def log_info(events: Sequence[MllogEvent]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Declared:
+    """What a log declares about its program (``log_info``)."""
+
+    framework: str | None
+    model: str | None
+    seed: int | None
+    global_batch_size: int | None
+    hyperparameters: dict[str, Any]  # every other key logged before run_start, first value
+    submission: dict[str, Any]  # the submission_* keys, from anywhere in the log
+
+
+def log_info(events: Sequence[MllogEvent]) -> Declared:
     """Framework, model, seed, batch size and other configuration logged before run_start (first value wins), and
     the ``submission_*`` keys (what the program declares about its system) from anywhere in the log."""
     hp: dict[str, Any] = {}
@@ -193,7 +202,7 @@ def log_info(events: Sequence[MllogEvent]) -> dict[str, Any]:
     framework = model = None
     configuring = True
     for e in events:
-        if e.key == RUN_START:
+        if e.key == C.RUN_START:
             configuring = False  # configuration ends here; what the program declares about itself does not
         if e.key in _TIMING_KEYS:
             continue
@@ -207,7 +216,7 @@ def log_info(events: Sequence[MllogEvent]) -> dict[str, Any]:
             model = e.value.strip()
         elif not e.key.startswith("submission_"):
             hp.setdefault(e.key, e.value)
-    if framework is None and isinstance(submission.get("submission_framework"), str):
-        framework = submission["submission_framework"].strip() or None
-    return dict(framework=framework, model=model, seed=_int(hp.get(SEED)),
-                global_batch_size=_int(hp.get("global_batch_size")), hyperparameters=hp, submission=submission)
+    if framework is None and isinstance(submission.get(SUBMISSION_FRAMEWORK), str):
+        framework = submission[SUBMISSION_FRAMEWORK].strip() or None
+    return Declared(framework=framework, model=model, seed=_int(hp.get(C.SEED)),
+                    global_batch_size=_int(hp.get(C.GLOBAL_BATCH_SIZE)), hyperparameters=hp, submission=submission)

@@ -11,10 +11,11 @@ from typing import Any
 
 from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_analysis import Analysis
-from daybreak.external.mllog_reader import SUBMISSION_PLATFORM, BadLine
+from daybreak.external.mllog_reader import BadLine
 from daybreak.external.mllog_verdict import ProgramEnd, verdict
 from daybreak.measure.system import SystemInfo, system_info
 from daybreak.pricing import cost_usd
+from daybreak.records.mllog import C
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.external import ExternalRecord, MalformedRecord
 from daybreak.records.mllog import MLLOG_FILE
@@ -61,7 +62,7 @@ class ExternalRecorder:
     def author(self) -> str:
         if self.config.author is not None:
             return self.config.author
-        org = (self.analysis.submission.get("submission_org") if self.analysis else None)
+        org = (self.analysis.submission.get(C.SUBMISSION_ORG) if self.analysis else None)
         if isinstance(org, str) and org.strip():
             return org.strip()
         try:
@@ -164,7 +165,7 @@ class ExternalRecorder:
             return
         if r.analyzed_on is None:
             r.analyzed_on = system_info()
-        platform = declared.get(SUBMISSION_PLATFORM)
+        platform = declared.get(C.SUBMISSION_PLATFORM)
         hardware = platform.strip() if isinstance(platform, str) and platform.strip() else None
         r.system = SystemInfo.declared(hardware, framework=a.framework, fields=declared)
         if hardware is None:

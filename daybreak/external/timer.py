@@ -31,24 +31,23 @@ from daybreak.external.child import (
     ProcessGroup, Terminal, TimingTerminated, install_signal_handlers, read_pipe, restore_signal_handlers,
 )
 from daybreak.external.mllog_analysis import Analysis, analyze
-from daybreak.external.mllog_reader import (
-    ACCURACY_UNITS, CHECKPOINT_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, RUN_START, RUN_STOP, BadLine, MllogEvent,
-    TargetWatch, parse_line,
-)
+from daybreak.external.mllog_reader import ACCURACY_UNITS, BadLine, MllogEvent, TargetWatch, parse_line
 from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_verdict import ProgramEnd, describe_exit
 from daybreak.external.recorder import ExternalRecorder
 from daybreak.measure.system import SystemInfo, system_info
+from daybreak.metrics import get_metric
 from daybreak.pricing import resolve_price
-from daybreak.records.run import ClockRules, RunResult
+from daybreak.records.mllog import CHECKPOINT_STOP, C
+from daybreak.records.run import EXTERNAL_ENERGY, EXTERNAL_RECIPE, ClockRules, EnergyRecord, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import get_task
 from daybreak.train.rundir import check_out_dir, default_run_dir
 
-RECIPE = "external"
+RECIPE = EXTERNAL_RECIPE
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (kept whole in program.log, in pieces)
 _SAME_CLOCK_SLACK_MS = 1000.0  # time_ms this close to daybreak's wall clock is read as the same clock
-_RECORD_KEYS = {RUN_START, RUN_STOP, EVAL_ACCURACY, EVAL_STOP, INIT_STOP, CHECKPOINT_STOP}
+_RECORD_KEYS = {C.RUN_START, C.RUN_STOP, C.EVAL_ACCURACY, C.EVAL_STOP, C.INIT_STOP, CHECKPOINT_STOP}
 
 
 def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
@@ -100,6 +99,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
         device="external", amp="unknown", compile=False, threads=None, stop_at_target=config.stop_at_target,
         eval_every_epochs=None, eval_every_steps=None, cost_per_hour=price, instance=instance,
         price_date=price_date, clock=_clock_rules(config, mode), rules=rules,
+        energy=EnergyRecord(unavailable={kind: EXTERNAL_ENERGY for kind in ("gpu", "cpu_package", "dram")}),
         # live: the program runs on this machine; --log: on whatever the log declares (filled in by ``apply``)
         system=system_info() if mode == "command" else SystemInfo.declared(None),
         analyzed_on=None if mode == "command" else system_info(),
@@ -137,7 +137,7 @@ def time_log(config: TimeConfig) -> RunResult:
         for e in events:
             rec.mllog_line(e.text)
         a = analyze(events, target=result.target, rules=config.rule_set, tolerance=None,
-                    unit=config.unit)  # type: ignore[arg-type]
+                    unit=config.unit, metric=get_metric(result.metric))  # type: ignore[arg-type]
         total = None if a.first_time_ms is None else (a.last_time_ms - a.first_time_ms) / 1000.0
         rec.finish(a, bad, None, total_s=total, finished_at=_from_ms(a.last_time_ms) or datetime.now(timezone.utc))
     finally:
@@ -193,7 +193,7 @@ class _Session:
         self.rec = rec
         self.events: list[MllogEvent] = []
         self.bad: list[BadLine] = []
-        self.watch = TargetWatch(rec.result.target, config.unit)  # type: ignore[arg-type]
+        self.watch = TargetWatch(rec.result.target, config.unit, get_metric(rec.result.metric))  # type: ignore[arg-type]
         self.stop_requested = False
         self.term = Terminal(enabled=not config.quiet)
         self.wall0 = time.time()
@@ -204,7 +204,8 @@ class _Session:
     def _analyze(self) -> Analysis:
         return analyze(self.events, target=self.rec.result.target, rules=self.config.rule_set,
                        tolerance=self.config.tolerance, unit=self.config.unit,  # type: ignore[arg-type]
-                       launch_ms=self._launch_ms(), launch_wall=self.spawn_wall)
+                       launch_ms=self._launch_ms(), launch_wall=self.spawn_wall,
+                       metric=get_metric(self.rec.result.metric))
 
     def _launch_ms(self) -> float | None:
         """The program's launch on its own clock (time_ms). A program that stamps its records with this
@@ -235,7 +236,7 @@ class _Session:
         for e in events:
             self.events.append(e)
             self.rec.mllog_line(e.text)
-            if e.key == RUN_START and self.run_start_wall is None:
+            if e.key == C.RUN_START and self.run_start_wall is None:
                 self.run_start_wall = wall
             if self.watch.feed(e) and self.config.stop_at_target:
                 self.stop_requested = True

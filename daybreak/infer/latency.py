@@ -37,7 +37,10 @@ from torch import nn
 from daybreak.errors import ConfigError, DaybreakError, RecordError
 from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
 from daybreak.measure.device import amp_dtype, resolve_amp, select_device, set_threads, synchronize
-from daybreak.records.inference import InferenceResult, InferenceSettings, LatencyStats, ThroughputStats
+from daybreak.metrics import get_metric
+from daybreak.records.inference import (
+    InferenceEnergy, InferenceResult, InferenceSettings, LatencyStats, ThroughputStats,
+)
 from daybreak.records.run import RunResult
 
 if TYPE_CHECKING:
@@ -176,6 +179,9 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
     if not run_dir.is_dir():
         raise RecordError(f"{run_dir}: not a directory; give a run directory (made by `daybreak run`)")
     result = RunResult.load(run_dir)
+    if result.is_external:
+        raise RecordError(f"{run_dir}: a `daybreak time` record of an external program has no daybreak model or "
+                          "checkpoint to load; give a run directory made by `daybreak run`")
     try:
         task = get_task(result.task)
         recipe = get_recipe(result.recipe)
@@ -467,7 +473,7 @@ class _Bar:
 def infer(config: InferConfig) -> InferenceResult:
     """Measure a run's checkpoint; write inference.json and dawnbench_inference.json; return the record."""
     from daybreak.measure.system import system_info
-    from daybreak.pricing import resolve_price
+    from daybreak.pricing import cost_usd, resolve_price
     from daybreak.records.dawnbench_inference import submission_author, write_dawnbench_inference
 
     wall0 = time.perf_counter_ns()
@@ -507,11 +513,14 @@ def infer(config: InferConfig) -> InferenceResult:
         price, instance, price_date = run.cost_per_hour, run.instance, run.price_date
 
     meter = None
-    energy = idle_covers = None
+    energy, idle_covers = None, None
     if config.energy:
         from daybreak.infer import energy as infer_energy
 
         meter = infer_energy.open_meter(device)
+    else:  # the record says so (no energy at all reads as a record made before daybreak measured energy)
+        energy = InferenceEnergy(unavailable={kind: "not measured: asked without energy (energy=False)"
+                                              for kind in ("gpu", "cpu_package", "dram")})
     try:
         if meter is not None:
             energy, idle_covers = infer_energy.start_record(meter, config.idle_power_s)
@@ -551,7 +560,7 @@ def infer(config: InferConfig) -> InferenceResult:
         top1, top5 = accuracy_of(lat.predictions, loaded.labels)
         accuracy = top5 if run.metric == "top5" and top5 is not None else top1
         metrics = {"top1": top1, **({"top5": top5} if top5 is not None else {})}
-    valid = accuracy >= run.target
+    valid = get_metric(run.metric).reaches(accuracy, run.target)
     reason = None if valid else (f"accuracy {accuracy * 100:.2f}% of the timed predictions is below the run's target "
                                  f"{run.target * 100:.2f}% ({run.metric})")
 
@@ -568,7 +577,7 @@ def infer(config: InferConfig) -> InferenceResult:
             batch_size=config.batch_size,
         )
 
-    cost_per_example = None if price is None else stats.mean_ms / 1000.0 / 3600.0 * price
+    cost_per_example = cost_usd(stats.mean_ms / 1000.0, price)  # one example's mean latency at the hourly price
     result = InferenceResult(
         run_id=run.run_id, task=run.task, recipe=run.recipe, model=run.model,
         framework=f"PyTorch {torch.__version__.split('+')[0]}", metric=run.metric,

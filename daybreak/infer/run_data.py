@@ -8,14 +8,16 @@ tasks; "bundled with scikit-learn ..." for digits). Without ``--data-dir`` the m
 * the folder is gone or has moved: a one-line DataError naming it and the flags to pass (``--data-dir``, and
   ``--allow-custom-data`` when the run used custom data), except when it was the default cache folder, which the
   task's loader may fill again as ``daybreak run`` would (download);
-* nothing recorded, or no folder (digits, old records): the task's default, as for ``daybreak run``.
+* nothing recorded, or no folder (a task whose data ships in a package, such as digits; old records): the
+  task's default, as for ``daybreak run``.
+
+Which folder a recorded source means is the task's to say (``Task.data_folder``).
 
 ``--data-dir`` always wins; custom files there need ``--allow-custom-data`` unless it is the run's own folder.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +25,6 @@ from pathlib import Path
 from daybreak.errors import DataError
 from daybreak.records.run import RunResult
 
-# The readers that know how to turn a recorded data_source back into the folder to read (``folder_of_source``).
-READERS: dict[str, str] = {
-    "digits": "daybreak.data.digits",
-    "mnist": "daybreak.data.mnist",
-    "cifar10": "daybreak.data.cifar10",
-    "imagenet": "daybreak.data.imagenet",
-    "squad": "daybreak.data.squad",
-}
 CUSTOM_DATA_FLAG = "--allow-custom-data"
 
 
@@ -38,7 +32,7 @@ CUSTOM_DATA_FLAG = "--allow-custom-data"
 class DataChoice:
     """What to hand the task's loader: ``task.load(data_dir, allow_custom_data, download)``."""
 
-    data_dir: Path | None  # None: the task's default (the cache folder, or digits' bundled set)
+    data_dir: Path | None  # None: the task's default (the cache folder, or data bundled in a package)
     allow_custom_data: bool
     download: bool
     origin: str  # "--data-dir", "run" (the run's own folder) or "default"
@@ -51,14 +45,9 @@ def run_used_custom_data(result: RunResult) -> bool:
 
 def recorded_folder(result: RunResult) -> Path | None:
     """The folder the run read its data from (from ``data_source``), or None when it has none or recorded none."""
-    source = (result.data_source or "").strip()
-    if not source:
-        return None
-    module = READERS.get(result.task)
-    if module is None:  # a task registered elsewhere: only a recorded folder that exists counts
-        path = Path(source).expanduser()
-        return path if path.is_dir() else None
-    return importlib.import_module(module).folder_of_source(source)
+    from daybreak.tasks import get_task
+
+    return get_task(result.task).data_folder(result.data_source or "")
 
 
 def same_folder(a: Path, b: Path) -> bool:

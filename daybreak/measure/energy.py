@@ -27,8 +27,9 @@ How a run uses it
     total = combine_ranks(per_rank)                            # GPUs by UUID, CPU zones by host + zone: once each
     meter.close()
 
-``energy_for_clock`` sums energy over exactly the stretches of the timeline that ``daybreak.rules.read_clock``
-counts as time, so joules-to-target and time-to-target follow the same rule set.
+``energy_for_clock`` sums energy over exactly the stretches of the timeline (``daybreak.rules.clock_segments``)
+whose lengths ``daybreak.rules.read_clock`` adds up, so joules-to-target and time-to-target follow the same rule
+set by the same arithmetic.
 
 Testing without hardware
 ------------------------
@@ -62,7 +63,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daybreak.rules import Interval, RuleSet, clock_start, read_clock
+from daybreak.rules import Interval, RuleSet, clock_segments, read_clock
 
 POWERCAP_ROOT_ENV = "DAYBREAK_POWERCAP_ROOT"
 DEFAULT_POWERCAP_ROOT = "/sys/class/powercap"
@@ -715,40 +716,6 @@ def energy_by_phase(intervals: Iterable[tuple[str, EnergySnapshot, EnergySnapsho
     return {phase: sum_deltas(ds) for phase, ds in grouped.items()}
 
 
-def counted_energy(rules: RuleSet, intervals: Iterable[tuple[str, EnergySnapshot, EnergySnapshot]]) -> EnergyDelta:
-    """The energy of the phases ``rules`` counts (``rules.inside[phase]``), e.g. DAWNBench without evaluation.
-
-    This adds phase intervals only: it leaves out the (short) time between phases and ignores where a contiguous
-    clock (MLPerf) starts. ``energy_for_clock`` follows the clock exactly."""
-    kept = [(p, s, e) for p, s, e in intervals if rules.inside[p]]
-    if not kept:
-        return _summarize(0.0, [], {}, [f"no phase counted by {rules.name}"])
-    return sum_deltas(delta(s, e) for _, s, e in kept)
-
-
-def clock_segments(rules: RuleSet, timeline: Sequence[Interval], at_s: float) -> list[tuple[float, float]]:
-    """The stretches of the timeline ``rules``' clock counts up to ``at_s``: from the clock's start to ``at_s``,
-    less the excluded phases (none for a contiguous clock). Their lengths add up to ``read_clock(...).seconds``."""
-    start, _ = clock_start(rules, timeline)
-    if at_s <= start:
-        return []
-    segments = [(start, at_s)]
-    if rules.contiguous:
-        return segments
-    for i in sorted((i for i in timeline if not rules.inside[i.phase]), key=lambda i: i.start_s):
-        cut: list[tuple[float, float]] = []
-        for a, b in segments:
-            if i.end_s <= a or i.start_s >= b:
-                cut.append((a, b))
-                continue
-            if i.start_s > a:
-                cut.append((a, i.start_s))
-            if i.end_s < b:
-                cut.append((i.end_s, b))
-        segments = cut
-    return [(a, b) for a, b in segments if b > a]
-
-
 def snapshot_at(snapshots: Sequence[EnergySnapshot], t_s: float, tolerance_s: float = 1e-9) -> EnergySnapshot:
     """The counters at timeline instant ``t_s``: the snapshot read at that instant, else a linear interpolation
     between the readings either side (noted), else every counter unavailable (no reading on one side)."""
@@ -787,7 +754,7 @@ def snapshot_at(snapshots: Sequence[EnergySnapshot], t_s: float, tolerance_s: fl
 def energy_for_clock(rules: RuleSet, timeline: Sequence[Interval], snapshots: Sequence[EnergySnapshot],
                      at_s: float) -> ClockEnergy:
     """Joules under ``rules`` up to ``at_s`` (e.g. the end of the evaluation that reached the target): the
-    energy of exactly the stretches ``clock_segments`` gives, the same arithmetic ``read_clock`` does with time.
+    energy of exactly the stretches ``daybreak.rules.clock_segments`` gives, whose lengths ``read_clock`` adds up.
     ``snapshots`` carry timeline instants (``meter.read(t_s)`` at every boundary); an instant without one is
     interpolated between its neighbours, and the result says so."""
     reading = read_clock(rules, timeline, at_s)
@@ -798,7 +765,7 @@ def energy_for_clock(rules: RuleSet, timeline: Sequence[Interval], snapshots: Se
         here = snapshot_at(snapshots, reading.start_s)
         energy = delta(here, here)
     return ClockEnergy(rules=rules.name, start_s=reading.start_s, at_s=at_s,
-                       seconds=math.fsum(b - a for a, b in segments), segments=segments, energy=energy,
+                       seconds=reading.seconds, segments=segments, energy=energy,
                        notes=list(reading.notes))
 
 
@@ -894,7 +861,7 @@ def sample_idle_power(seconds: float = 3.0, meter: EnergyMeter | None = None,
 
 __all__ = [
     "ClockEnergy", "CounterReading", "EnergyDelta", "EnergyMeter", "EnergySnapshot", "PowerSample", "SourceEnergy",
-    "TOTAL_KINDS", "clock_segments", "combine_ranks", "combine_snapshots", "counted_energy", "delta",
+    "TOTAL_KINDS", "combine_ranks", "combine_snapshots", "delta",
     "energy_by_phase", "energy_for_clock", "power_from", "sample_idle_power", "snapshot_at", "sum_deltas",
     "torch_gpu_uuid",
 ]

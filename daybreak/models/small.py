@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from daybreak.models import register_model
@@ -45,14 +44,3 @@ def mnist_cnn(num_classes: int = 10, width: int = 16) -> nn.Module:
         nn.Flatten(),
         nn.Linear(4 * width, num_classes),
     )
-
-
-class Mul(nn.Module):
-    """Scales its input by a constant (used to temper logits)."""
-
-    def __init__(self, scale: float):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.scale

@@ -24,13 +24,6 @@ def dawnbench_hours(result: RunResult, h) -> float:
     return h.clock_s.get("dawnbench", h.elapsed_s) / 3600.0
 
 
-def dawnbench_time_to_target_s(result: RunResult) -> float | None:
-    fig = result.clocks.get("dawnbench")
-    if fig is not None:
-        return fig.time_to_target_s
-    return result.time_to_target_s
-
-
 def _epoch_cell(epoch: float) -> str:
     return str(int(epoch)) if float(epoch).is_integer() else f"{epoch:.4f}"
 

@@ -153,7 +153,7 @@ class InferenceResult(BaseModel):
     top5: float | None = None
     metrics: dict[str, float] = Field(default_factory=dict)  # everything measured, e.g. {"f1": .., "exact_match": ..}
     target: float  # the run's recorded target
-    valid: bool  # accuracy >= target
+    valid: bool  # the accuracy reaches the target (Metric.reaches)
     reason: str | None = None  # why not valid
 
     cost_per_hour: float | None = None

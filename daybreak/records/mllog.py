@@ -17,6 +17,11 @@ from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
 MLLOG_FILE = "mllog.log"
+# daybreak's own keys beside MLPerf's (``constants`` has none for them); written by daybreak.train.recorder, read by
+# daybreak.external (``daybreak time --log`` on a daybreak run's log, and other programs' logs)
+RECORD_PHASE = "record"  # checkpoint and record writes, an INTERVAL_START / INTERVAL_END pair (rules.PHASES' name)
+SUBMISSION_FRAMEWORK = "submission_framework"
+CHECKPOINT_START, CHECKPOINT_STOP = "checkpoint_start", "checkpoint_stop"  # what other programs log around a save
 _ids = itertools.count()
 
 
@@ -95,4 +100,5 @@ def _ms(time_ms: float | None) -> float | int:
     return int(time_ms) if float(time_ms).is_integer() else round(float(time_ms), 3)
 
 
-__all__ = ["RunMllog", "MLLOG_FILE", "C"]
+__all__ = ["RunMllog", "MLLOG_FILE", "C", "RECORD_PHASE", "SUBMISSION_FRAMEWORK", "CHECKPOINT_START",
+           "CHECKPOINT_STOP"]

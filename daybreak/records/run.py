@@ -13,6 +13,10 @@ from daybreak.records.base import Record
 RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
 
 RESULT_FILE = "result.json"
+# The recipe of a `daybreak time` record: an external program timed from its MLPerf log, not a daybreak recipe
+EXTERNAL_RECIPE = "external"
+# Why such a record has no energy: daybreak time reads no counters (the program measures, or not, on its own)
+EXTERNAL_ENERGY = "not measured: `daybreak time` times an external program from its log and reads no energy counters"
 
 
 class EpochRecord(BaseModel):
@@ -171,6 +175,11 @@ class RunResult(Record):
     finished_at: datetime | None = None
     command: list[str] = Field(default_factory=list)
     checkpoint: str | None = None  # file name in the run dir of the model at first target reach
+
+    @property
+    def is_external(self) -> bool:
+        """A `daybreak time` record: no daybreak recipe, model or checkpoint to rebuild (infer, roofline)."""
+        return self.recipe == EXTERNAL_RECIPE
 
     @property
     def time_to_target_hours(self) -> float | None:

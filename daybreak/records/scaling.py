@@ -30,6 +30,7 @@ class ThroughputScalingGroup(BaseModel):
 
 class RunScalingRow(BaseModel):
     world_size: int
+    threads: int | None = None  # torch threads per process (the first run's)
     n_runs: int
     n_reached: int
     global_batch_size: int | None = None
@@ -40,6 +41,8 @@ class RunScalingRow(BaseModel):
     tta_efficiency: float | None = None
     epoch_speedup: float | None = None
     epoch_efficiency: float | None = None
+    ideal_speedup: float | None = None  # what perfect scaling would give (see efficiency_basis)
+    efficiency_basis: str | None = None  # devices / same_total_cores / same_threads_per_process, as for sweeps
     run_dirs: list[str] = Field(default_factory=list)
 
 
@@ -61,8 +64,11 @@ class ScalingAnalysis(Record):
     throughput: list[ThroughputScalingGroup] = Field(default_factory=list)
     runs: list[RunScalingGroup] = Field(default_factory=list)
     method: str = ("speedup over the smallest device count measured in each group (1 when there is a 1-device "
-                   "row); efficiency = speedup / (devices / baseline devices); run groups: time-to-target speedup "
-                   "uses the mean over reached runs, time-per-epoch speedup the training clock per epoch at each "
-                   "run's last evaluation; unreached runs count only for time per epoch")
+                   "row); efficiency = speedup / ideal speedup, the same for sweep rows and runs "
+                   "(daybreak.records.throughput.ideal_speedup): the device count on accelerators, the ratio of "
+                   "total threads (processes x threads per process) on CPUs, whose processes share the cores; run "
+                   "groups: time-to-target speedup uses the mean over reached runs, time-per-epoch speedup the "
+                   "training clock per epoch at each run's last evaluation; unreached runs count only for time "
+                   "per epoch")
     notes: list[str] = Field(default_factory=list)
     provenance: Provenance

@@ -53,6 +53,22 @@ def _rule_lines(r: RunResult) -> list[str]:
     return lines
 
 
+def _setup_line(r: RunResult) -> str:
+    """How the run was set up. A `daybreak time` record knows only what the program's log declares: its device,
+    precision and threads are the program's own, so they are not shown as daybreak settings."""
+    seed = f"seed {r.seed}" if not r.is_external or "seed" in r.hyperparameters else "seed - (the log has none)"
+    batch = f"batch {r.global_batch_size}" if r.global_batch_size is not None else "batch -"
+    if r.is_external:
+        return f"  setup            an external program (its own device, precision and threads); {seed}, {batch}"
+    parts = [f"device {r.device}", f"amp {r.amp}", f"compile {'on' if r.compile else 'off'}"
+             + (f" ({r.recompiles_under_clock} recompilations under the clock)"
+                if r.recompiles_under_clock is not None else "")]
+    if r.threads is not None:  # records from before daybreak recorded it
+        parts.append(f"threads {r.threads}")
+    steps = f" ({r.steps_per_epoch} steps/epoch)" if r.steps_per_epoch else ""
+    return "  setup            " + ", ".join([*parts, seed, batch]) + steps
+
+
 def _system_line(r: RunResult) -> str:
     sys_ = r.system
     if getattr(sys_, "source", "measured") == "declared":
@@ -83,14 +99,12 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
                                   if r.cost_usd is not None else "- (pass --cost-per-hour or --instance)"),
         f"  accuracy         final {pct(r.final_accuracy)}, best {pct(r.best_accuracy)}",
         f"  phases           {_phase_line(r)}",
-        f"  setup            device {r.device}, amp {r.amp}, compile {'on' if r.compile else 'off'}"
-        + (f" ({r.recompiles_under_clock} recompilations under the clock)" if r.recompiles_under_clock is not None else "")
-        + f", threads {r.threads}, seed {r.seed}, batch {r.global_batch_size}"
-        + (f" ({r.steps_per_epoch} steps/epoch)" if r.steps_per_epoch else ""),
+        _setup_line(r),
         _system_line(r),
     ]
-    if r.analyzed_on is not None:
-        lines.append(f"  analysed on      {r.analyzed_on.hardware_summary()}; torch {r.analyzed_on.torch}")
+    if r.analyzed_on is not None:  # daybreak time --log: the machine that read the log, not the run's
+        lines.append(f"  analysed on      {r.analyzed_on.hardware_summary()}; torch {r.analyzed_on.torch} (the run's "
+                     "system is what the log declares)")
     e = r.energy
     if e.available:
         per = ", ".join(f"{RULE_SETS[k].title if k in RULE_SETS else k} {v:.1f} J" for k, v in

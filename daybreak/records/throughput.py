@@ -339,17 +339,25 @@ def latest_by_key(rows: Iterable[ThroughputResult]) -> dict[tuple, ThroughputRes
     return out
 
 
+def ideal_speedup(device_type: str, world: int, base_world: int, threads: int | None, base_threads: int | None, *,
+                  cpu_basis: EfficiencyBasis, nodes: int = 1) -> tuple[EfficiencyBasis, float]:
+    """(basis, ideal speedup) of ``world`` processes over ``base_world``, for sweep rows and runs alike: the device
+    count on accelerators; on CPUs the ratio of total threads (processes x threads per process), since the
+    processes share the cores. ``cpu_basis`` says how the threads were chosen; without thread counts (older
+    records) ``same_total_cores`` means 1 per node and ``same_threads_per_process`` the process count."""
+    if device_type != "cpu":
+        return "devices", world / max(1, base_world)
+    if not threads or not base_threads:
+        return cpu_basis, float(nodes) if cpu_basis == "same_total_cores" else world / max(1, base_world)
+    return cpu_basis, (world * threads) / (max(1, base_world) * base_threads)
+
+
 def scaling_basis(row: ThroughputResult, base: ThroughputResult) -> tuple[EfficiencyBasis, float]:
-    """(basis, ideal speedup) of ``row`` over its 1-device row ``base``: the device count on accelerators; on
-    CPUs the ratio of total threads (processes x threads per process), since the processes share the cores."""
-    if row.config.device != "cpu":
-        return "devices", row.world_size / max(1, base.world_size)
-    basis: EfficiencyBasis = "same_total_cores" if row.config.threads is None else "same_threads_per_process"
-    threads = row.threads_per_process or row.config.threads
-    base_threads = base.threads_per_process or base.config.threads
-    if not threads or not base_threads:  # an older record without thread counts
-        return basis, float(row.config.nodes) if basis == "same_total_cores" else float(row.world_size)
-    return basis, (row.world_size * threads) / (max(1, base.world_size) * base_threads)
+    """(basis, ideal speedup) of ``row`` over its 1-device row ``base`` (``ideal_speedup``)."""
+    return ideal_speedup(row.config.device, row.world_size, base.world_size,
+                         row.threads_per_process or row.config.threads, base.threads_per_process or base.config.threads,
+                         cpu_basis="same_total_cores" if row.config.threads is None else "same_threads_per_process",
+                         nodes=row.config.nodes)
 
 
 BASIS_TEXT = {

@@ -75,6 +75,13 @@ def resolve_device(name: str) -> str:
     raise ConfigError(f"--device {name!r}: choose auto, cpu, cuda or mps")
 
 
+def sweep_data_tasks() -> list[str]:
+    """The tasks whose real examples a sweep can feed (``--data``): ``Task.feeds_sweeps``."""
+    from daybreak.tasks import get_task, task_names
+
+    return [name for name in task_names() if get_task(name).feeds_sweeps]
+
+
 def expand(options: SweepOptions) -> list[ThroughputConfig]:
     """Check the options and list the configurations: devices, then precision, compile, batch size."""
     from daybreak.models import model_names
@@ -110,7 +117,7 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
                             ("--allow-custom-data", options.allow_custom_data),
                             ("--no-download", not options.download)):
             if given:
-                raise ConfigError(f"{flag} applies to real data: add --data TASK (digits, mnist, cifar10)")
+                raise ConfigError(f"{flag} applies to real data: add --data TASK ({', '.join(sweep_data_tasks())})")
     bad = [a for a in options.amps if a not in AMP_ORDER]
     if bad or not options.amps:
         raise ConfigError(f"--amp {','.join(bad) or '(empty)'}: choose from off, bf16, fp16")
@@ -129,13 +136,11 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
         if image_size is not None and image_size < 1:
             raise ConfigError(f"--image-size {image_size}: must be >= 1")
         if data:
-            from daybreak.sweep.worker import TASK_IMAGES
             from daybreak.tasks import get_task
 
-            get_task(data)  # unknown task: a ConfigError naming the known ones
-            if data not in TASK_IMAGES:
+            if not get_task(data).feeds_sweeps:  # an unknown task: a ConfigError naming the known ones
                 raise ConfigError(f"--data {data}: the sweep feeds tasks whose images fit in memory "
-                                  f"({', '.join(TASK_IMAGES)}); leave --data out for synthetic inputs")
+                                  f"({', '.join(sweep_data_tasks())}); leave --data out for synthetic inputs")
     device = resolve_device(options.device)
     if device == "cuda":
         import torch

@@ -36,7 +36,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,14 +50,11 @@ from daybreak.measure.device import autocast, synchronize
 from daybreak.records.throughput import ThroughputConfig
 from daybreak.sweep.launch import cpu_cores
 
-# Synthetic input of each image model: (channels, height = width). Task models follow their task's images.
-IMAGE_MODELS: dict[str, tuple[int, int]] = {
-    "resnet50": (3, 224),
-    "digits_cnn": (1, 8),
-    "mnist_cnn": (1, 28),
-    "airbench_net": (3, 32),
-}
-TASK_IMAGES: dict[str, tuple[int, int]] = {"digits": (1, 8), "mnist": (1, 28), "cifar10": (3, 32)}
+if TYPE_CHECKING:
+    from daybreak.tasks import Task
+
+# The one model pre-trained on token sequences (masked-language modelling); every other model's input is its task's
+# (Task.input_spec of the task its recipes train it for).
 TOKEN_MODELS = {"bert_base"}
 DEFAULT_SEQ_LEN = 128
 MLM_PROBABILITY = 0.15  # BERT pre-training: 15% of the tokens are predicted
@@ -110,31 +107,39 @@ class WorkerReport(BaseModel):
 
 # --- what to run --------------------------------------------------------------------------------------------
 
+def model_task(name: str) -> "Task | None":
+    """The task whose inputs ``name`` takes: that of a recipe training it (a task's reference recipe first), when
+    the task's examples are images (token tasks bring their own features: only TOKEN_MODELS run on tokens)."""
+    from daybreak.recipes import get_recipe, recipe_names
+    from daybreak.tasks import get_task
+
+    users = [get_recipe(r) for r in recipe_names() if get_recipe(r).model == name]
+    users.sort(key=lambda r: get_task(r.task).reference_recipe != r.name)
+    tasks = [get_task(r.task) for r in users]
+    return next((t for t in tasks if t.input_spec.kind == "image"), None)
+
+
 def model_kind(name: str) -> str:
     """'image' or 'tokens' (or a ConfigError naming the models that have an input spec)."""
     if name in TOKEN_MODELS:
         return "tokens"
-    if name in IMAGE_MODELS:
+    if model_task(name) is not None:
         return "image"
-    from daybreak.recipes import get_recipe, recipe_names
+    from daybreak.models import model_names
 
-    for recipe in recipe_names():
-        if get_recipe(recipe).model == name and get_recipe(recipe).task in TASK_IMAGES:
-            return "image"
-    known = sorted(set(IMAGE_MODELS) | TOKEN_MODELS)
-    raise ConfigError(f"model {name!r} has no throughput input spec; supported: {', '.join(known)}")
+    known = sorted(m for m in model_names() if m in TOKEN_MODELS or model_task(m) is not None)
+    raise ConfigError(f"model {name!r} has no throughput input spec (no recipe trains it on an image task); "
+                      f"supported: {', '.join(known)}")
 
 
 def synthetic_image_shape(config: ThroughputConfig) -> tuple[int, int, int]:
-    if config.model in IMAGE_MODELS:
-        channels, size = IMAGE_MODELS[config.model]
-    else:
-        from daybreak.recipes import get_recipe, recipe_names
-
-        task = next(get_recipe(r).task for r in recipe_names() if get_recipe(r).model == config.model)
-        channels, size = TASK_IMAGES[task]
-    size = config.image_size or size
-    return channels, size, size
+    """(channels, height, width) of the model's task's images, square at ``--image-size`` when given."""
+    task = model_task(config.model)
+    assert task is not None, "model_kind first"
+    channels, height, width = task.input_spec.shape
+    if config.image_size:
+        height = width = config.image_size
+    return channels, height, width
 
 
 def make_optimizer(cls: type[torch.optim.Optimizer], model: nn.Module, **kwargs) -> torch.optim.Optimizer:
@@ -237,9 +242,10 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
                         data_notes=list(data.notes))
 
     shape = synthetic_image_shape(config)
-    model = create_model(config.model) if config.model == "resnet50" else create_model(config.model, num_classes=10)
-    model = model.to(device, memory_format=memory_format)
-    num_classes = next(m for m in reversed(list(model.modules())) if isinstance(m, nn.Linear)).out_features
+    task = model_task(config.model)
+    assert task is not None
+    num_classes = task.num_classes
+    model = create_model(config.model, num_classes=num_classes).to(device, memory_format=memory_format)
     x = torch.randn(batch, *shape, generator=generator).to(device).contiguous(memory_format=memory_format)
     y = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
     return Workload(model=model, next_batch=lambda: (x, y), loss_fn=F.cross_entropy, input_shape=list(shape),

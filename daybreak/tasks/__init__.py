@@ -8,7 +8,8 @@ roofline, warm-up) and its leaderboard / DAWNBench facts. Task files are found b
 files: nothing else is edited.
 
 ``data/`` holds format readers only and imports nothing above it; the task file is where a reader meets the
-runner (``daybreak.train.batches``).
+runner. Beside the task files, ``batches.py`` (batch sources, evaluators, ``BatchPlan``) and ``evaluate.py``
+(top-1/top-5 counting) are the building blocks task files and the runner share; they import nothing from train/.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from daybreak.metrics import TOP5, Metric
 from daybreak.registry import Registry
 
 if TYPE_CHECKING:
-    from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches
+    from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches
 
 
 @dataclass(frozen=True)
@@ -79,16 +80,54 @@ class Task:
     files: str = ""  # which files the task needs, for help and offline errors
     extra_metrics: tuple[Metric, ...] = ()  # also measured at every evaluation (ImageNet records top-1 too)
     # the runner's data source and evaluator for data that does not sit in memory as tensors, or whose metric is
-    # not classification accuracy; None: daybreak.train.batches' in-memory ones
+    # not classification accuracy; None: daybreak.tasks.batches' in-memory ones
     make_train_batches: Callable[[TaskData, "BatchPlan"], "TrainBatches"] | None = None
     make_evaluator: Callable[[TaskData, "BatchPlan"], "Evaluator"] | None = None
     # daybreak infer: the eval inputs to time one at a time (default: data.eval_x)
     inference_inputs: Callable[[TaskData], torch.Tensor] | None = None
+    # False: the data ships inside a package (digits: scikit-learn's), so there is no folder and --data-dir means
+    # nothing for it
+    has_data_dir: bool = True
+    # a run's recorded data_source -> the folder to read again (`daybreak infer`, `evaluate`, `analyze roofline`);
+    # None: the source is that folder itself
+    folder_of_source: Callable[[str], Path | None] | None = None
+    # (num_classes, examples) -> data of the task's shapes without its files, for `analyze roofline` of a run made
+    # elsewhere; None: made from input_spec when the data sits in memory, else there is none
+    stand_in: Callable[[int, int], TaskData] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def measures_top5(self) -> bool:
         return self.metric == TOP5 or TOP5 in self.extra_metrics
+
+    @property
+    def in_memory(self) -> bool:
+        """Its examples sit in memory as tensors (``TaskData.train_x``/``eval_x``), fed by the default batch source."""
+        return self.make_train_batches is None
+
+    @property
+    def feeds_sweeps(self) -> bool:
+        """`daybreak throughput --data TASK` can feed its real examples: (image, class) tensors in memory."""
+        return self.in_memory and self.num_classes > 0 and self.input_spec.kind == "image"
+
+    def data_folder(self, source: str) -> Path | None:
+        """The folder a run whose ``data_source`` is ``source`` read, to read again; None when it has none."""
+        if not self.has_data_dir or not source.strip():
+            return None
+        if self.folder_of_source is not None:
+            return self.folder_of_source(source)
+        return Path(source.strip()).expanduser()
+
+    def stand_in_data(self, num_classes: int, examples: int = 1) -> TaskData | None:
+        """Data of the task's shapes and ``num_classes`` classes, without its files (synthetic values: enough to
+        build a recipe's model and count a step's FLOPs); None when the task has no way to make one."""
+        if self.stand_in is not None:
+            return self.stand_in(num_classes, examples)
+        if not self.in_memory:
+            return None
+        x, y = self.input_spec.example(max(examples, 1), num_classes)
+        return TaskData(train_x=x, train_y=y, eval_x=x[:1], eval_y=y[:1], num_classes=num_classes, official=False,
+                        source="", notes=["stand-in without files"])
 
     @property
     def target_label(self) -> str:
@@ -109,12 +148,22 @@ def task_names() -> list[str]:
     return TASKS.names()
 
 
+def lazy(module: str, function: str) -> Callable[..., Any]:
+    """``module.function``, imported only when called: the registry imports every task file, readers stay unloaded
+    until a task is used."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    return call
+
+
 def reader(module: str, function: str) -> Loader:
     """A ``Task.load`` that imports its reader only when called: ``function(data_dir, allow_custom_data=,
     download=)``."""
+    read = lazy(module, function)
 
     def load(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
-        read = getattr(importlib.import_module(module), function)
         return read(data_dir, allow_custom_data=allow_custom, download=download)
 
     return load

@@ -16,8 +16,8 @@ from daybreak.data.imagenet import ImageNetData
 from daybreak.data.imagenet_pipeline import EvalOrder, ImageFiles, ShardedBatches, make_loader, to_device, unpack
 from daybreak.metrics import TOP1, TOP5
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader
-from daybreak.train.batches import BatchPlan
-from daybreak.train.evaluate import correct_counts
+from daybreak.tasks.batches import BatchPlan
+from daybreak.tasks.evaluate import correct_counts
 
 
 class ImageNetTrainBatches:
@@ -77,4 +77,5 @@ TASKS.add("imagenet", Task(
     make_train_batches=lambda data, plan: ImageNetTrainBatches(data, plan),
     make_evaluator=lambda data, plan: ImageNetEvaluator(data, plan),
     inference_inputs=lambda data: data.inference_inputs(),
+    stand_in=lambda classes, examples: ImageNetData.stand_in(classes),  # shapes only; batches come from the pipeline
 ))

@@ -17,7 +17,7 @@ from daybreak.data.squad_features import DEFAULT_MAX_SEQ_LEN, answers_from_spans
 from daybreak.measure.device import autocast
 from daybreak.metrics import F1
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader
-from daybreak.train.batches import BatchPlan
+from daybreak.tasks.batches import BatchPlan
 
 
 class SquadTrainBatches:

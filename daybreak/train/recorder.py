@@ -20,6 +20,7 @@ import torch
 
 from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_bytes
+from daybreak.metrics import get_metric
 from daybreak.pricing import cost_usd
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.mllog import MLLOG_FILE, C, RunMllog
@@ -252,7 +253,7 @@ class RunRecorder:
         r.eval_s = self.timeline.total("eval")
         r.final_accuracy = record.accuracy
         r.best_accuracy = max(r.best_accuracy or 0.0, record.accuracy)
-        reached_now = not r.reached and record.accuracy >= r.target
+        reached_now = not r.reached and get_metric(r.metric).reaches(record.accuracy, r.target)
         for name, reading in readings.items():
             fig = r.clocks.setdefault(name, ClockFigure(rules=name))
             if not r.reached:

@@ -27,7 +27,7 @@ from daybreak.recipes import Recipe, TrainSetup
 from daybreak.records.run import ClockRules, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import Task
-from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
+from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
 from daybreak.train.clock import Timeline
 from daybreak.train.distributed import Terminated, destroy, init_distributed, injected_fault_step
 from daybreak.train.energy import RunEnergy
@@ -184,7 +184,7 @@ def mllog_benchmark(recipe: Recipe, task: Task, target: float) -> str:
     otherwise a daybreak benchmark name, so MLPerf tools never read daybreak's metric as theirs."""
     claim = recipe.mllog_benchmark
     if claim and recipe.mllog_metric == task.metric.name and recipe.mllog_target is not None \
-            and target >= recipe.mllog_target:
+            and task.metric.reaches(target, recipe.mllog_target):
         return claim
     return f"daybreak_{task.name}"
 

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from daybreak.recipes import TrainSetup
-from daybreak.train.batches import BatchPlan, Evaluator, TrainBatches
-from daybreak.train.evaluate import evaluate
+from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches
+from daybreak.tasks.evaluate import evaluate
 from daybreak.train.step import TrainStep
 
 

@@ -1,12 +1,16 @@
-"""Where training batches and evaluations come from. The runner's loop only sees these two interfaces.
+"""Where training batches and evaluations come from: what a task's data hands the runner's loop.
 
 - ``InMemoryBatches``: the whole (small) dataset lives on the device; ``prepare`` runs once on all of it inside
-  the clock, then every step slices a seeded permutation. Used by digits, MNIST and CIFAR-10.
-- ``InMemoryClassification``: sharded top-1/top-5 evaluation of in-memory tensors.
+  the clock, then every step slices a seeded permutation. The default (digits, MNIST, CIFAR-10).
+- ``InMemoryClassification``: sharded top-1/top-5 evaluation of in-memory tensors. The default evaluator.
 
 A task whose data does not fit in memory (ImageNet) or whose metric is not classification accuracy (SQuAD's F1)
 has its task file (``daybreak/tasks/<name>.py``) set ``Task.make_train_batches`` / ``Task.make_evaluator`` to build
 its own objects with the same methods; the runner calls them with the data and a ``BatchPlan``.
+
+This module sits in the tasks layer, below train/: task files build on it, and the runner imports it. What it
+needs of the recipe's ``TrainSetup`` and of the distributed context is spelled out as protocols
+(``PreparedSetup``, ``RankContext``), so it imports neither recipes nor train.
 """
 
 from __future__ import annotations
@@ -17,25 +21,41 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 import torch
 from torch import nn
 
-from daybreak.train.evaluate import correct_counts
+from daybreak.tasks.evaluate import correct_counts
 
 if TYPE_CHECKING:
     from daybreak.data.base import TaskData
-    from daybreak.recipes import TrainSetup
-    from daybreak.train.distributed import DistContext
+
+
+class PreparedSetup(Protocol):
+    """What batch sources and evaluators use of a recipe's ``TrainSetup`` (daybreak.recipes)."""
+
+    prepare: Callable[[torch.Tensor], torch.Tensor]
+    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None
+    predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None
+    init_from_data: Callable[[torch.Tensor, torch.Tensor], None] | None
+
+
+class RankContext(Protocol):
+    """What they use of the run's distributed context (daybreak.train.distributed.DistContext)."""
+
+    rank: int
+    world_size: int
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
 
 
 @dataclass
 class BatchPlan:
     """What a batch source or evaluator needs to know about the run."""
 
-    setup: "TrainSetup"
+    setup: PreparedSetup
     batch_size: int  # per device
     epochs: int
     seed: int
     device: torch.device
     amp: str
-    ctx: "DistContext"
+    ctx: RankContext
 
 
 class TrainBatches(Protocol):

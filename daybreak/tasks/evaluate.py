@@ -1,4 +1,7 @@
-"""Batched evaluation: top-1 (and top-5) accuracy of a model on a prepared eval set."""
+"""Batched evaluation: top-1 (and top-5) accuracy of a model on a prepared eval set.
+
+In the tasks layer: task files' evaluators, the runner's warm-up and ``daybreak evaluate`` all count the same way.
+"""
 
 from __future__ import annotations
 
