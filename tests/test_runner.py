@@ -254,3 +254,12 @@ def test_custom_batches_and_evaluator_plug_into_the_runner(tmp_path, monkeypatch
     rows = (tmp_path / "r" / "dawnbench.tsv").read_text().splitlines()
     assert rows[0] == "epoch\thours\tf1Score"
     assert float(rows[-1].split("\t")[2]) == pytest.approx(r.history[-1].accuracy, abs=1e-6)
+
+
+def test_cost_line_says_why_there_is_no_cost(tmp_path, capsys):
+    """A price given but the target not reached: the summary says so (it used to ask for --instance)."""
+    assert main(["run", "--instance", "gcp-e2-standard-2", "--target", "0.999", "--set", "epochs=1",
+                 "--out", str(tmp_path / "r")]) == 3
+    out = capsys.readouterr().out
+    assert "cost to target   - (the target was not reached; price $" in out and "gcp-e2-standard-2" in out
+    assert "pass --cost-per-hour" not in out

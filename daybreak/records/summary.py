@@ -95,8 +95,7 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
     lines += _rule_lines(r)
     lines += [
         f"  epochs to target {r.epochs_to_target:g}" if r.epochs_to_target is not None else "  epochs to target -",
-        "  cost to target   " + (f"${r.cost_usd:.4f} at ${r.cost_per_hour:.3f}/h" + (f" ({r.instance}, price of {r.price_date})" if r.instance else "")
-                                  if r.cost_usd is not None else "- (pass --cost-per-hour or --instance)"),
+        "  cost to target   " + _cost_line(r),
         f"  accuracy         final {pct(r.final_accuracy)}, best {pct(r.best_accuracy)}",
         f"  phases           {_phase_line(r)}",
         _setup_line(r),
@@ -127,3 +126,13 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
     if run_dir:
         lines.append(f"  run directory    {run_dir}")
     return "\n".join(lines)
+
+
+def _cost_line(r: RunResult) -> str:
+    """The cost, or why there is none: no price given, or a price but no time to target."""
+    where = f" ({r.instance}, price of {r.price_date})" if r.instance else ""
+    if r.cost_usd is not None:
+        return f"${r.cost_usd:.4f} at ${r.cost_per_hour:.3f}/h{where}"
+    if r.cost_per_hour is not None:
+        return f"- (the target was not reached; price ${r.cost_per_hour:.3f}/h{where})"
+    return "- (pass --cost-per-hour or --instance)"
