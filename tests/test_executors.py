@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,7 +46,7 @@ p.add_argument("--exit", type=int, default=0)
 p.add_argument("--order")          # append KEY to this file when starting
 p.add_argument("--exclusive")      # create this marker exclusively while running (exit 7 if another holds it)
 p.add_argument("--barrier", nargs=2)  # DIR N: wait until N trials have reached the barrier (exit 9 after 120 s)
-p.add_argument("--hold")           # write pids (own and a grandchild's) to this file, then sleep long
+p.add_argument("--hold")           # write pids (own, a child's, the parent's) to this file, then sleep long
 p.add_argument("--sleep", type=float, default=0.0)
 a = p.parse_args()
 print(f"trial {a.key} starts; CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')} "
@@ -71,7 +72,7 @@ if a.barrier:
 if a.hold:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     with open(a.hold + ".tmp", "w") as f:
-        f.write(f"{os.getpid()} {child.pid}\n")
+        f.write(f"{os.getpid()} {child.pid} {os.getppid()}\n")
     os.replace(a.hold + ".tmp", a.hold)
     time.sleep(600)
 time.sleep(a.sleep)
@@ -286,11 +287,37 @@ def test_keyboard_interrupt_stops_everything(kind, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         executor.run(trials, on_done=interrupt)
-    pids = [int(p) for p in hold.read_text().split()]
-    wait_for(lambda: not any(alive(p) for p in pids), 30.0, "the holder and its grandchild to end")
+    pids = [int(p) for p in hold.read_text().split()[:2]]
+    wait_for(lambda: not any(alive(p) for p in pids), 30.0, "the holder and its child to end")
     if kind == "slurm":
         wait_for(lambda: not (set(_our_jobs()) - submitted_before), 60.0, "squeue to show none of the array")
     assert "trial never starts" not in (trials[2].log.read_text() if trials[2].log.exists() else "")
+
+
+def test_a_killed_experiment_leaves_no_trial_running(tmp_path):
+    """SIGKILL to the process running the local executor (nothing can be cleaned up then): the trial, in a
+    process group of its own, still receives SIGTERM (Linux's parent-death signal) instead of running on."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    hold = tmp_path / "hold.pids"
+    trial = make_trial(tmp_path, "orphan", "--hold", str(hold))
+    runner = subprocess.Popen([sys.executable, "-c", f"""
+import sys; from pathlib import Path
+from daybreak.experiments.executors import LocalExecutor, Trial
+LocalExecutor().run([Trial(key="orphan", argv={trial.argv!r}, run_dir=Path("r"), log=Path({str(trial.log)!r}))])
+"""])
+    try:
+        wait_for(hold.exists, what="the trial's pid file")
+        trial_pid, child_pid, parent_pid = (int(p) for p in hold.read_text().split())
+        assert parent_pid == runner.pid
+        runner.kill()
+        runner.wait()
+        wait_for(lambda: not alive(trial_pid), 30.0, "the orphaned trial to end")
+    finally:
+        runner.kill()
+        for pid in (int(p) for p in (hold.read_text().split()[:2] if hold.exists() else ())):
+            if alive(pid):
+                os.kill(pid, 9)
 
 
 def _our_jobs() -> list[str]:
@@ -314,6 +341,33 @@ def test_slurm_gives_each_trial_its_gpus_and_checks_the_partition(tmp_path):
         assert "CUDA_VISIBLE_DEVICES=0,1 " in trials[1].log.read_text()
     with pytest.raises(ConfigError, match="--slurm-partition no-such-partition: no such partition; sinfo lists"):
         check_options(ExecutorOptions(executor="slurm", slurm_partition="no-such-partition"))
+
+
+@needs_submitit
+@needs_slurm
+def test_slurm_task_lost_without_a_result_is_an_outcome_error(tmp_path):
+    """The task's wrapper (submitit's process on the node) dies by SIGKILL: no result is written; squeue shows the
+    task FAILED and the outcome says so, and the trial does not run on without its wrapper."""
+    hold = tmp_path / "hold.pids"
+    trial = make_trial(tmp_path, "victim", "--hold", str(hold))
+
+    def kill_the_wrapper():
+        wait_for(hold.exists, what="the trial's pid file")
+        os.kill(int(hold.read_text().split()[2]), 9)
+
+    killer = threading.Thread(target=kill_the_wrapper, daemon=True)
+    killer.start()
+    [outcome] = executor_for("slurm", tmp_path).run([trial])
+    killer.join()
+    trial_pid, child_pid, _ = (int(p) for p in hold.read_text().split())
+    try:
+        assert outcome.exit_code is None
+        assert "ended without a result: Slurm state FAILED" in outcome.error
+        wait_for(lambda: not alive(trial_pid), 30.0, "the trial to end with its wrapper")
+    finally:
+        for pid in (trial_pid, child_pid):  # the trial's own child is not the parent-death signal's business
+            if alive(pid):
+                os.kill(pid, 9)
 
 
 @needs_submitit

@@ -35,7 +35,7 @@ from typing import Callable, Protocol, Sequence
 from daybreak.errors import ConfigError
 from daybreak.experiments import slurm
 from daybreak.experiments.trials import (EXECUTORS, ExecutorOptions, Trial, TrialOutcome, sbatch_additional,
-                                         visible_gpus)
+                                         start_trial_process, visible_gpus)
 from daybreak.processes import end_process_group
 from daybreak.text import one_line
 
@@ -209,13 +209,9 @@ class LocalExecutor:
         gpus: list[str] = []
         if self.gpus:
             gpus, free[:] = free[:max(0, trial.devices)], free[max(0, trial.devices):]
-        trial.log.parent.mkdir(parents=True, exist_ok=True)
         started_at = time.time()
         try:
-            with open(trial.log, "ab") as log:
-                proc = subprocess.Popen(list(trial.argv), stdin=subprocess.DEVNULL, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                        env=trial_environment(trial, gpus if self.gpus else None))
+            proc = start_trial_process(trial.argv, trial.log, trial_environment(trial, gpus if self.gpus else None))
         except OSError as e:
             free.extend(gpus)
             message = f"cannot start {trial.argv[0] if trial.argv else '(empty command)'}: {one_line(e)}"

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.experiments.trials import ExecutorOptions, Trial, TrialOutcome, sbatch_additional, visible_gpus
+from daybreak.experiments.trials import (ExecutorOptions, Trial, TrialOutcome, sbatch_additional, start_trial_process,
+                                         visible_gpus)
 from daybreak.processes import end_process_group
 from daybreak.text import one_line
 
@@ -59,34 +60,46 @@ def _visible_slice(env: dict[str, str], devices: int) -> None:
 def run_trial_on_node(argv: Sequence[str], log: str, env: Mapping[str, str], devices: int) -> dict[str, Any]:
     """Run one trial where the array task landed; return what happened to its process.
 
-    submitit ignores SIGTERM in its task (it waits for USR2 to checkpoint); here SIGTERM ends the trial's
-    process group, as SIGINT (submitit-local's cancel) and submitit's time-out exception do."""
+    Stopping: submitit ignores SIGTERM in its task (it waits for USR2); here SIGTERM (scancel, the time limit)
+    ends the trial's process group, as submitit's time-out warning does: the result then says why, with the
+    host and times. SIGINT (submitit-local's cancel) and submitit's requeue exit also end the group but are
+    re-raised, so that no result is written for a job that is cancelled or will run again."""
     host, log_path = socket.gethostname(), Path(log)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     child_env = dict(os.environ)
     child_env.update({str(k): str(v) for k, v in env.items()})
     child_env["PYTHONUNBUFFERED"] = "1"
     _visible_slice(child_env, devices)
     started_at = time.time()
     try:
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=child_env, start_new_session=True)
+        proc = start_trial_process(argv, log_path, child_env)
     except OSError as e:
         message = f"cannot start {argv[0] if argv else '(empty command)'} on {host}: {one_line(e)}"
         with open(log_path, "a", encoding="utf-8") as out:
             out.write(f"daybreak: {message}\n")
         return {"exit_code": None, "host": host, "started_at": None, "finished_at": None, "error": message}
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    error = None
     try:
-        exit_code = proc.wait()
-    except BaseException:
+        proc.wait()
+    except BaseException as e:
         end_process_group(proc, grace_s=0.5)  # submitit-local SIGKILLs this task about 1 s after SIGINT
-        raise
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        error = _stopped_because(e, host, time.time() - started_at)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    return {"exit_code": exit_code, "host": host, "started_at": started_at, "finished_at": time.time(),
-            "error": None}
+    return {"exit_code": proc.returncode, "host": host, "started_at": started_at, "finished_at": time.time(),
+            "error": error}
+
+
+def _stopped_because(e: BaseException, host: str, ran_s: float) -> str:
+    if isinstance(e, _Terminated):
+        why = f"{e} (scancel, preemption or the time limit)"
+    elif "timed-out" in str(e):
+        why = "its time limit was near (submitit's warning signal; raise --slurm-time-min)"
+    else:
+        why = one_line(e, 200, with_type=True)
+    return f"stopped on {host} after {ran_s:.0f} s: {why}"
 
 
 # --- asking Slurm ------------------------------------------------------------------------------------------------
@@ -289,8 +302,9 @@ class SubmititExecutor:
         running.update(zip(batch, jobs))
         if not self.local and jobs:
             partition = self.options.slurm_partition or "the default partition"
-            print(f"daybreak: submitted Slurm job array {jobs[0].job_id.split('_')[0]} ({len(jobs)} trials) to "
-                  f"{partition}; submitit's files in {self.folder}", file=sys.stderr, flush=True)
+            array_id, count = jobs[0].job_id.split("_")[0], f"{len(jobs)} trial{'s' if len(jobs) != 1 else ''}"
+            print(f"daybreak: submitted Slurm job array {array_id} ({count}) to {partition}; submitit's files in "
+                  f"{self.folder}", file=sys.stderr, flush=True)
         return None
 
     @staticmethod

@@ -6,10 +6,14 @@ and the Slurm executors can share them without importing each other.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from daybreak.errors import ConfigError
 
@@ -102,3 +106,27 @@ def visible_gpus() -> list[str]:
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         return listed[:count]
     return [str(i) for i in range(count)]
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks Linux to SIGTERM the trial when the process that started it dies, even by
+    SIGKILL (an experiment killed outright, a Slurm task's wrapper lost): the trial sits in a process group of its
+    own, so nothing else would stop it, and it would run on, writing its run directory, beside the experiment's
+    resumption. None where prctl does not exist (the trial then merely outlives such a death)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the forked child only calls it
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
+    return lambda: prctl(pr_set_pdeathsig, sigterm)
+
+
+def start_trial_process(argv: Sequence[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen:
+    """The trial's command in a new session (its own process group, so that ending it ends torchrun and its
+    workers too), stdout and stderr appended to ``log``, no stdin. OSError when it cannot start."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(env), start_new_session=True, preexec_fn=_parent_death_signal())
