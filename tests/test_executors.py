@@ -395,3 +395,19 @@ def test_a_daybreak_run_trial_through_each_executor(kind, tmp_path):
     assert outcome.exit_code == 0, trial.log.read_text()[-2000:]
     result = __import__("json").loads((run_dir / "result.json").read_text())
     assert result["status"] == "reached"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS[1:])
+def test_a_trial_past_its_time_limit_is_stopped_and_says_why(kind, tmp_path):
+    """--slurm-time-min 1 and a trial that would sleep for 10 minutes: submitit's warning signal arrives before
+    the limit (Slurm may send it up to a minute early), the trial's process group is ended, and the outcome
+    carries host, times and the reason."""
+    hold = tmp_path / "hold.pids"
+    trial = make_trial(tmp_path, "sleeper", "--hold", str(hold))
+    [outcome] = executor_for(kind, tmp_path, slurm_time_min=1).run([trial])
+    assert outcome.exit_code is not None and outcome.exit_code < 0  # ended by a signal
+    assert outcome.host and outcome.finished_at - outcome.started_at < 70
+    assert "its time limit was near" in outcome.error and "--slurm-time-min" in outcome.error
+    pids = [int(p) for p in hold.read_text().split()[:2]]
+    wait_for(lambda: not any(alive(p) for p in pids), 30.0, "the trial and its child to end")

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -77,10 +78,15 @@ def run_trial_on_node(argv: Sequence[str], log: str, env: Mapping[str, str], dev
         with open(log_path, "a", encoding="utf-8") as out:
             out.write(f"daybreak: {message}\n")
         return {"exit_code": None, "host": host, "started_at": None, "finished_at": None, "error": message}
+    # The exit status is collected by a thread: a signal handler that raises in the main thread (the only one
+    # that runs them) would otherwise be able to strike between waitpid's return and Popen noting the status,
+    # which is then lost (Popen reports 0).
+    exited = threading.Event()
+    threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     error = None
     try:
-        proc.wait()
+        exited.wait()
     except BaseException as e:
         end_process_group(proc, grace_s=0.5)  # submitit-local SIGKILLs this task about 1 s after SIGINT
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
