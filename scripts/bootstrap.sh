@@ -13,7 +13,7 @@
 #          resolution holds a CUDA torch (+cuXXX) or any nvidia-*, cuda-* or triton package.
 #        - DAYBREAK_TORCH (a requirement, e.g. "torch==2.13.0+cpu") and/or DAYBREAK_TORCH_INDEX (an index URL,
 #          e.g. https://download.pytorch.org/whl/cu126) override the choice: that is installed as given.
-#   3. install daybreak editable with its test and loadgen extras, with torch held at the version now installed
+#   3. install daybreak editable with its test, loadgen and slurm extras, with torch held at the version now installed
 #      (so no dependency can swap it for another build);
 #   4. check that torch imports (and on a machine without an NVIDIA GPU that it is a CPU build).
 #
@@ -157,8 +157,8 @@ fi
 TORCH_VERSION="$("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)" \
     || die "torch is not installed in $VENV"
 echo "torch==$TORCH_VERSION" >"$TMP/constraints.txt"
-say "installing daybreak (editable) with its test and loadgen extras"
-if ! "${PIP[@]}" install --quiet -c "$TMP/constraints.txt" -e ".[test,loadgen]" >"$TMP/pip.log" 2>&1; then
+say "installing daybreak (editable) with its test, loadgen and slurm extras"
+if ! "${PIP[@]}" install --quiet -c "$TMP/constraints.txt" -e ".[test,loadgen,slurm]" >"$TMP/pip.log" 2>&1; then
     cat "$TMP/pip.log" >&2
     die "installing daybreak failed (see pip's messages above); torch was held at $TORCH_VERSION"
 fi
