@@ -53,7 +53,7 @@ def run(config: RunConfig | str | None = None, /, **overrides: Any) -> "RunResul
 
 
 def _experiment(command: str, kwargs: dict[str, Any]):
-    from daybreak.experiments.executors import ExecutorOptions
+    from daybreak.executors import ExecutorOptions
     from daybreak.experiments.plan import ExperimentConfig
 
     exp_keys = set(ExperimentConfig.model_fields)

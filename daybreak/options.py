@@ -386,7 +386,7 @@ def merge_values(model: type[OptionModel], values: dict[str, Any], more: dict[st
 
 def add_dataclass_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
     """Flags for a dataclass whose fields carry ``metadata={"help": ..., "flag": ...}`` (e.g. the executor's
-    options, declared by daybreak.experiments.executors)."""
+    options, declared by daybreak.executors)."""
     import dataclasses
     import typing
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from daybreak.errors import ConfigError
-from daybreak.experiments import slurm
-from daybreak.experiments.executors import (ExecutorOptions, LocalExecutor, Trial, TrialOutcome, check_options,
+from daybreak.executors import slurm
+from daybreak.executors import (ExecutorOptions, LocalExecutor, Trial, TrialOutcome, check_options,
                                             make_executor)
-from daybreak.experiments.trials import sbatch_additional
+from daybreak.executors.trials import sbatch_additional
 
 SLURM_PARTITION = os.environ.get("DAYBREAK_TEST_SLURM")
 needs_slurm = pytest.mark.skipif(
@@ -303,7 +303,7 @@ def test_a_killed_experiment_leaves_no_trial_running(tmp_path):
     trial = make_trial(tmp_path, "orphan", "--hold", str(hold))
     runner = subprocess.Popen([sys.executable, "-c", f"""
 import sys; from pathlib import Path
-from daybreak.experiments.executors import LocalExecutor, Trial
+from daybreak.executors import LocalExecutor, Trial
 LocalExecutor().run([Trial(key="orphan", argv={trial.argv!r}, run_dir=Path("r"), log=Path({str(trial.log)!r}))])
 """])
     try:

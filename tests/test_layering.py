@@ -13,7 +13,8 @@ leaderboard. The top-level modules are placed by what they are:
 - foundation, below data/: ``errors``, ``text``, ``fileio``, ``version`` (plain helpers), ``registry`` (the
   registries' machinery), ``rules`` (the clock rule sets), ``metrics`` (the typed metrics), ``pricing`` (the
   price catalog), ``launch`` and ``processes`` (process helpers), ``options`` (the option machinery) and
-  ``config`` (RunConfig: every run option, declared once); each imports nothing above ``errors`` and ``rules``;
+  ``config`` (RunConfig: every run option, declared once), ``executors`` (where trial processes run: local
+  subprocesses or a Slurm job array); each imports nothing above ``errors`` and ``rules``;
 - ``external`` (``daybreak time``) sits in the train/infer/sweep tier;
 - ``experiments`` (trials as fresh processes, executors, paired statistics) sits between analysis (whose statistics
   it uses) and the leaderboard (whose reproductions run through its executors);
@@ -32,7 +33,7 @@ PKG = Path(__file__).resolve().parents[1] / "daybreak"
 
 FOUNDATION = ("daybreak.errors", "daybreak.text", "daybreak.fileio", "daybreak.version", "daybreak.registry",
               "daybreak.rules", "daybreak.metrics", "daybreak.options", "daybreak.config", "daybreak.pricing",
-              "daybreak.launch", "daybreak.processes")
+              "daybreak.launch", "daybreak.processes", "daybreak.executors")
 # low to high; a module's rank is the index of the first prefix that names it
 TIERS: list[tuple[str, ...]] = [
     FOUNDATION,

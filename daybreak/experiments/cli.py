@@ -1,6 +1,6 @@
 """CLI: `daybreak repeat`, `daybreak lesion`, `daybreak ab`. Every flag is generated: the run options from
 daybreak.config.RunConfig, the experiment's from daybreak.experiments.plan.ExperimentConfig, an arm's from
-ArmOptions (taken twice by ab: --a-..., --b-...), the executor's from daybreak.experiments.executors."""
+ArmOptions (taken twice by ab: --a-..., --b-...), the executor's from daybreak.executors."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ class ArmOptions(OptionModel):
 
 def register(sub: argparse._SubParsersAction) -> None:
     from daybreak.config import RunConfig
-    from daybreak.experiments.executors import ExecutorOptions
+    from daybreak.executors import ExecutorOptions
     from daybreak.experiments.plan import ExperimentConfig
 
     def common(p: argparse.ArgumentParser, command: str) -> None:
@@ -130,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _parts(args: argparse.Namespace, command: str, **extra: Any):
     from daybreak.config import RunConfig
-    from daybreak.experiments.executors import ExecutorOptions
+    from daybreak.executors import ExecutorOptions
     from daybreak.experiments.plan import ExperimentConfig
 
     invocation = ["daybreak", *args.argv]
@@ -193,7 +193,7 @@ def cmd_lesion(args: argparse.Namespace) -> int:
 def cmd_ab(args: argparse.Namespace) -> int:
     from daybreak.config import RunConfig
     from daybreak.experiments.commands import ab, arm_options, recipe_at_commit
-    from daybreak.experiments.executors import ExecutorOptions
+    from daybreak.executors import ExecutorOptions
     from daybreak.experiments.plan import ExperimentConfig
     from daybreak.errors import ConfigError
     from daybreak.options import given, load_toml, merge_values

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from daybreak.analysis.repeat import summarize
 from daybreak.config import RunConfig
 from daybreak.errors import ConfigError
-from daybreak.experiments import executors as ex
+import daybreak.executors as ex
 from daybreak.experiments.engine import counted, execute, log, open_experiment, wall_elapsed_s
 from daybreak.experiments.plan import ExperimentConfig, arm_config, seeds_for
 from daybreak.experiments.stats import arm_stats, compare

@@ -5,7 +5,7 @@ cuDNN/cuBLAS handles and every compilation; the runs after it in the same proces
 in one warm process therefore measures the first run cold and the others warm (a 10x difference on digits), and
 whichever arm runs first looks slow. A trial here is ``python -m daybreak run --config TRIAL.toml --out RUN_DIR``
 (``daybreak time ... -- PROGRAM`` for an external program): the same cold start, the same clocks, the same record
-as a run of its own. The executor (daybreak.experiments.executors: local subprocesses, or a Slurm job array)
+as a run of its own. The executor (daybreak.executors: local subprocesses, or a Slurm job array)
 starts them in the recorded, interleaved order.
 
 The experiment directory::
@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from daybreak.config import RunConfig
 from daybreak.errors import ConfigError, RecordError
-from daybreak.experiments import executors as ex
+import daybreak.executors as ex
 from daybreak.experiments.plan import ExperimentConfig, trial_order
 from daybreak.options import to_toml
 from daybreak.records.experiment import Arm, Experiment, Trial

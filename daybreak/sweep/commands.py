@@ -72,7 +72,8 @@ def _seconds(flag: str, value: float) -> float:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from daybreak.config import RunConfig
-    from daybreak.options import add_flags
+    from daybreak.executors import ExecutorOptions
+    from daybreak.options import add_dataclass_flags, add_flags
 
     p = sub.add_parser(
         "throughput",
@@ -118,6 +119,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true", help="re-measure configurations recorded as failed or "
                                                                "timed out")
     p.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
+    add_dataclass_flags(p, ExecutorOptions, "where the configurations run (--executor slurm: one job per configuration, "
+                                            "each measured on its node)")
     p.add_argument("--json", action="store_true", help="print the sweep's results (one ThroughputResult per "
                                                         "configuration) as a JSON list instead of the table")
     p.set_defaults(func=cmd_throughput)
@@ -167,7 +170,22 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         timeout_s=_seconds("--timeout", args.timeout), peak_budget_s=_seconds("--peak-budget", args.peak_budget),
         plots=not args.no_plots, quiet=args.quiet,
     )
-    outcome = run_sweep(options)
+    from daybreak.executors import ExecutorOptions, check_options
+    from daybreak.options import dataclass_from_args
+
+    executor = dataclass_from_args(ExecutorOptions, args)
+    check_options(executor)
+    if executor.executor == "local":
+        if executor.parallel not in (None, 1):
+            raise ConfigError("--parallel: a local sweep measures one configuration at a time (configurations side "
+                              "by side would slow each other); use --executor slurm to spread them")
+        outcome = run_sweep(options)
+    else:
+        from daybreak.sweep.attempt import log_to_stderr
+        from daybreak.sweep.remote import run_sweep_remote
+
+        outcome = run_sweep_remote(options, executor, list(args.argv),
+                                   (lambda m: None) if options.quiet else log_to_stderr)
     if shared["node_rank"] != 0:
         return EXIT_OK
     if args.json:

@@ -1,6 +1,6 @@
 """What an executor is handed and what it hands back: trials, their outcomes, and the executor options.
 
-Kept apart from the executors themselves (daybreak.experiments.executors re-exports all of it) so that the local
+Kept apart from the executors themselves (daybreak.executors re-exports all of it) so that the local
 and the Slurm executors can share them without importing each other.
 """
 

@@ -8,7 +8,7 @@ directory. Three executors, chosen by ``--executor``:
 * ``local`` (default): subprocesses on this machine, each in its own process group, ``--parallel`` at a time
   (default: one per visible GPU; on CPU one at a time). GPUs are handed out from a pool as
   ``CUDA_VISIBLE_DEVICES`` slices.
-* ``slurm``: one Slurm job array per call through submitit (``daybreak.experiments.slurm``); each array task runs
+* ``slurm``: one Slurm job array per call through submitit (``daybreak.executors.slurm``); each array task runs
   the trial's command on its node. Run directories and logs must be on storage the nodes share.
 * ``submitit-local``: the same submitit code path with submitit's LocalExecutor instead of Slurm (tests, and a
   way to try the Slurm path on one machine).
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.experiments import slurm
-from daybreak.experiments.trials import (EXECUTORS, ExecutorOptions, Trial, TrialOutcome, sbatch_additional,
+from daybreak.executors import slurm
+from daybreak.executors.trials import (EXECUTORS, ExecutorOptions, Trial, TrialOutcome, sbatch_additional,
                                          start_trial_process, visible_gpus)
 from daybreak.processes import end_process_group
 from daybreak.text import one_line

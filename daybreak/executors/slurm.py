@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.experiments.trials import (ExecutorOptions, Trial, TrialOutcome, sbatch_additional, start_trial_process,
+from daybreak.executors.trials import (ExecutorOptions, Trial, TrialOutcome, sbatch_additional, start_trial_process,
                                          visible_gpus)
 from daybreak.processes import end_process_group
 from daybreak.text import one_line
