@@ -61,3 +61,15 @@ def test_throughput_configurations_as_jobs(tmp_path, capsys):
     capsys.readouterr()
     assert main(argv) == 0  # everything already in the folder: nothing is submitted again
     assert "0 configuration(s) to" in capsys.readouterr().err and len(load_results(out / RESULTS_FILE)) == 2
+
+
+def test_a_local_trial_past_its_time_limit_is_ended_and_says_why(tmp_path):
+    import sys
+
+    from daybreak.executors import LocalExecutor, Trial
+
+    trial = Trial(key="slow", argv=[sys.executable, "-c", "import time; time.sleep(60)"], run_dir=tmp_path / "r",
+                  log=tmp_path / "slow.log", timeout_s=1.5)
+    [outcome] = LocalExecutor().run([trial])
+    assert outcome.exit_code not in (0, None) and "time limit" in outcome.error
+    assert outcome.finished_at - outcome.started_at < 30

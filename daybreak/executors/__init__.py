@@ -182,10 +182,13 @@ class LocalExecutor:
                         running[index] = started
                 if not running:
                     continue
-                index, code, finished_at = self._next_finished(finished)
+                index, code, finished_at = self._next_finished(finished, trials, running)
                 slot = running.pop(index)
                 free.extend(slot.gpus)
-                outcome = TrialOutcome(trials[index].key, code, socket.gethostname(), slot.started_at, finished_at)
+                limit = trials[index].timeout_s
+                late = limit is not None and finished_at - slot.started_at >= limit
+                outcome = TrialOutcome(trials[index].key, code, socket.gethostname(), slot.started_at, finished_at,
+                                       f"stopped after its {limit:g} s time limit" if late else None)
                 outcomes[index] = outcome
                 if on_done:
                     on_done(trials[index], outcome)
@@ -223,13 +226,20 @@ class LocalExecutor:
         return _Running(index, proc, gpus, started_at)
 
     @staticmethod
-    def _next_finished(finished: queue.Queue) -> tuple[int, int, float]:
-        """Sleep until a trial exits (a timeout only so that Ctrl-C is seen promptly on every platform)."""
+    def _next_finished(finished: queue.Queue, trials: Sequence[Trial] = (),
+                       running: dict | None = None) -> tuple[int, int, float]:
+        """Sleep until a trial exits (a timeout only so that Ctrl-C is seen promptly on every platform, and so that
+        a trial past its ``timeout_s`` is ended: its process group gets SIGTERM, then SIGKILL)."""
         while True:
             try:
-                return finished.get(timeout=5.0)
+                return finished.get(timeout=1.0)
             except queue.Empty:
-                continue
+                now = time.time()
+                for index, slot in (running or {}).items():
+                    limit = trials[index].timeout_s
+                    if limit is not None and now - slot.started_at > limit and slot.proc.poll() is None:
+                        threading.Thread(target=end_process_group, args=(slot.proc,), kwargs={"grace_s": 5.0},
+                                         daemon=True).start()
 
     @staticmethod
     def _stop(running) -> None:

@@ -30,6 +30,7 @@ class Trial:
     log: Path                 # stdout+stderr of the trial go here (appended; created with parents)
     devices: int = 1          # accelerators: GPUs per Slurm task; locally a CUDA_VISIBLE_DEVICES slice
     env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the trial
+    timeout_s: float | None = None  # locally: end the trial's process group past this (the outcome says why)
 
 
 @dataclass
