@@ -224,3 +224,23 @@ def test_instances_and_tasks_and_recipes_print_json(capsys):
     assert data["note"] and all(i["usd_per_hour"] > 0 for i in data["instances"])
     assert main(["instances"]) == 0
     assert "note: On-demand list prices" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_readme_tiny_mnist_example_reaches_its_target(tmp_path, monkeypatch):
+    """The README's synthetic-MNIST example, run as written (it once stopped at 84% and exited 3)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "write_mnist" in b)
+    monkeypatch.chdir(tmp_path)
+    lines = [ln.split("  #")[0].strip() for ln in block.strip().splitlines()]
+    assert lines[0].startswith("python -c ")
+    exec(shlex.split(lines[0])[2], {})  # noqa: S102 - our own README
+    assert main(shlex.split(lines[1])[1:] + ["--out", "r", "-q"]) == 0
+    assert RunResult.load(tmp_path / "r").reached
+
+
+@pytest.mark.parametrize("example", ["daybreak tasks", "daybreak recipes", "daybreak instances", "daybreak run"])
+def test_cheap_examples_run(example, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(example)[1:]) == 0
+    assert capsys.readouterr().out.strip()
