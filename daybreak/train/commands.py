@@ -47,7 +47,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="auto|cpu|cuda|cuda:N|mps (auto: CUDA > MPS > CPU)")
     p.add_argument("--amp", default="auto", choices=["auto", "off", "bf16", "fp16"],
                    help="autocast precision (auto: bf16/fp16 on CUDA, off elsewhere)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (compile time counts as init)")
+    p.add_argument("--compile", nargs="?", const="default", default="off", metavar="MODE",
+                   choices=["off", "default", "reduce-overhead", "max-autotune"],
+                   help="torch.compile the model: default, reduce-overhead (CUDA graphs) or max-autotune; a bare "
+                        "--compile is default. Compiled and warmed up on synthetic tensors before the data is "
+                        "touched (model initialization)")
+    p.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
+                   help="fp32 matmuls and convolutions on TF32 tensor cores (sm_80 and later); recorded")
     p.add_argument("--threads", type=int, help="torch intra-op CPU threads")
     p.add_argument("--eval-every", dest="eval_every_epochs", type=int, default=1, metavar="N",
                    help="evaluate every N epochs")
@@ -109,7 +115,7 @@ def run_config_from_args(args: argparse.Namespace) -> "RunConfig":
         task=task.name, recipe=recipe_arg if is_recipe_file(recipe_arg) else recipe.name, overrides=overrides,
         seed=args.seed, target=None if args.target is None else parse_target(args.target),
         data_dir=args.data_dir, allow_custom_data=args.allow_custom_data, download=not args.no_download,
-        out=args.out, device=args.device, amp=args.amp, compile=args.compile, threads=args.threads,
+        out=args.out, device=args.device, amp=args.amp, compile=args.compile, tf32=args.tf32, threads=args.threads,
         eval_every_epochs=args.eval_every_epochs, eval_every_steps=args.eval_every_steps,
         rules=resolve_rules(args), full_schedule=args.full_schedule, cost_per_hour=args.cost_per_hour,
         instance=args.instance, price_file=getattr(args, "price_file", None),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from daybreak.errors import ConfigError
 from daybreak.recipes import RECIPES, Recipe, get_recipe
@@ -27,6 +27,23 @@ from daybreak.tasks import Task, get_task
 
 SPEC_ENV = "DAYBREAK_RUN_SPEC"  # the serialized RunSpec handed to torchrun workers
 DEFAULT_TIMEOUT_S = 300.0
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
+# TF32 on by default: cuDNN already runs fp32 convolutions in TF32 unless told otherwise, so this makes fp32
+# matmuls agree with them (one stated precision for the run); it only matters for math outside autocast (and for
+# --amp off), on sm_80 and later, and every record says which setting ran.
+DEFAULT_TF32 = True
+
+
+def compile_mode(value: Any) -> str:
+    """``--compile`` as a mode: True -> "default" and False/None -> "off" (older callers and records)."""
+    if value is None or value is False:
+        return "off"
+    if value is True:
+        return "default"
+    mode = str(value).strip().lower()
+    if mode not in COMPILE_MODES:
+        raise ConfigError(f"--compile {value}: choose one of {', '.join(COMPILE_MODES)}")
+    return mode
 
 
 @dataclass
@@ -44,7 +61,8 @@ class RunConfig:
     out: Path | None = None
     device: str = "auto"
     amp: str = "auto"
-    compile: bool = False
+    compile: str | bool = "off"  # off | default | reduce-overhead | max-autotune (True = default)
+    tf32: bool = DEFAULT_TF32  # fp32 matmuls/convolutions on TF32 tensor cores (sm_80+)
     threads: int | None = None
     eval_every_epochs: int | None = 1
     eval_every_steps: int | None = None
@@ -81,7 +99,8 @@ class RunSpec(BaseModel):
     out: str | None = None
     device: str = "auto"
     amp: str = "auto"
-    compile: bool = False
+    compile: str = "off"  # off | default | reduce-overhead | max-autotune
+    tf32: bool = DEFAULT_TF32
     threads: int | None = None
     eval_every_epochs: int | None = 1
     eval_every_steps: int | None = None
@@ -101,6 +120,15 @@ class RunSpec(BaseModel):
     author_email: str = ""
     command: list[str] = []
     dist_timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_mode(cls, value: Any) -> str:
+        return compile_mode(value)
+
+    @property
+    def compiled(self) -> bool:
+        return self.compile != "off"
 
     def with_(self, **changes: Any) -> "RunSpec":
         return self.model_copy(update=changes)
@@ -253,7 +281,7 @@ def resolve_run_spec(config: RunConfig, world_size: int | None = None) -> RunSpe
         data_dir=None if config.data_dir is None else str(Path(config.data_dir).expanduser()),
         allow_custom_data=config.allow_custom_data, download=config.download,
         out=None if config.out is None else str(config.out), device=config.device, amp=config.amp,
-        compile=config.compile, threads=config.threads, eval_every_epochs=config.eval_every_epochs,
+        compile=compile_mode(config.compile), tf32=bool(config.tf32), threads=config.threads, eval_every_epochs=config.eval_every_epochs,
         eval_every_steps=config.eval_every_steps, full_schedule=config.full_schedule, world_size=world,
         per_device_batch_size=per_device, global_batch_size=global_batch, lr_scale=factor,
         scaling=recipe.scaling_summary(), cost_per_hour=price, instance=instance, price_date=price_date,
