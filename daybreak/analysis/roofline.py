@@ -511,9 +511,9 @@ def run_point(path: Path, result: RunResult, finder: PeakFinder, data_dir: Path 
         profiles[key] = run_step_profile(result, data_dir, path)
     prof: StepProfile = profiles[key]
     world = max(result.world_size, 1)
-    precision = AMP_TO_PRECISION.get(result.amp, result.amp)
+    precision = _run_precision(result)
     point = RooflinePoint(label=f"{name or result.run_id} ({result.recipe}, {result.device}, {precision})",
-                          source=str(path), kind="run", precision=AMP_TO_PRECISION.get(result.amp, result.amp),
+                          source=str(path), kind="run", precision=precision,
                           world_size=world, batch_size_per_device=prof.batch_size,
                           flops_per_step=float(prof.flops_per_device * world),
                           bytes_per_step=prof.bytes.total_bytes * world, bytes_breakdown=prof.bytes,
@@ -574,6 +574,16 @@ def _achieved(point: RooflinePoint, result: RunResult) -> None:
                            "loading included)")
     if point.steps and point.seconds:
         point.achieved_flops_per_s = point.flops_per_step * point.steps / point.seconds
+
+
+def _run_precision(result: RunResult) -> str:
+    """The matmul precision of the run's ceiling: its autocast precision, or tf32 for fp32 math that ran on TF32
+    tensor cores (recorded --tf32 on an sm_80+ GPU; ``daybreak peak`` measures that ceiling)."""
+    precision = AMP_TO_PRECISION.get(result.amp, result.amp)
+    p = result.performance
+    if precision == "fp32" and p.tf32 and p.tf32_applies:
+        return "tf32"
+    return precision
 
 
 def _run_tf32(result: RunResult) -> bool:
