@@ -36,6 +36,8 @@ TINY = {
     "squad_bert_base": dict(layers=1, hidden=32, heads=2, intermediate=64, max_seq_len=48, doc_stride=16,
                             max_query_len=12, batch_size=2, eval_batch_size=4),
     "cifar10": dict(batch_size=8),
+    "cifar10_muon": dict(batch_size=8),
+    "cifar10_96": dict(batch_size=8),
     "mnist": dict(batch_size=8),
     "digits": dict(batch_size=8),
 }

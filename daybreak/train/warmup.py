@@ -56,12 +56,15 @@ def _rng_devices(device: torch.device) -> list[int]:
     return []
 
 
-def spec_warmup_data(input_spec: Any, num_classes: int, batch_size: int, world_size: int) -> TaskData:
+def spec_warmup_data(input_spec: Any, num_classes: int, batch_size: int, world_size: int,
+                     full_eval_chunk: bool = True) -> TaskData:
     """Synthetic examples of ``input_spec`` (values from its range, labels of the task's classes): two full
-    global batches of training data and, per rank, one full evaluation chunk plus a short one."""
+    global batches of training data and, per rank, one full evaluation chunk plus a short one (only the short one
+    without ``full_eval_chunk``: eager on a CPU nothing is compiled or autotuned per shape)."""
     g = torch.Generator().manual_seed(0)
     x, y = input_spec.example(2 * batch_size * world_size, num_classes, generator=g)
-    ex, ey = input_spec.example((EVAL_CHUNK + SHORT_EVAL_CHUNK) * world_size, num_classes, generator=g)
+    per_rank = (EVAL_CHUNK if full_eval_chunk else 0) + SHORT_EVAL_CHUNK
+    ex, ey = input_spec.example(per_rank * world_size, num_classes, generator=g)
     return TaskData(train_x=x, train_y=y, eval_x=ex, eval_y=ey, num_classes=num_classes, official=False,
                     source="synthetic examples of the task's InputSpec (warm-up only)")
 
