@@ -281,11 +281,15 @@ def test_out_that_cannot_be_created_is_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_compile_happens_in_warm_up_with_no_recompilation_under_the_clock(tmp_path):
+    from daybreak.train.warmup import compile_count
+
+    before = compile_count()
     r = run(RunConfig(out=tmp_path / "r", quiet=True, compile=True))
     assert r.status == "reached" and r.recompiles_under_clock == 0
-    warm = sum(p.end_s - p.start_s for p in r.phases if p.phase == "warmup")
-    train = sum(p.end_s - p.start_s for p in r.phases if p.phase == "train")
-    assert warm > train  # the compile time is in the warm-up phase, not in training
+    # dynamo compiled frames in this run, none of them after the warm-up: every compilation was in the warm-up
+    # (how long it took depends on the compile caches, so no time is compared)
+    assert compile_count() > before
+    assert [p.phase for p in r.phases[:3]] == ["model_init", "warmup", "data_load"]
 
 
 def test_daybreak_time_on_the_runs_own_mllog_gives_the_same_figures(digits_run, tmp_path):

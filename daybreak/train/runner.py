@@ -238,9 +238,9 @@ def _run_recorded(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, r
     _apply_settings(spec, hp, backend, recorder.result.performance)
     recorder.result.performance.init_before_data = _init_before_data(recipe, task)
     if recorder.result.performance.init_before_data:
-        data, built, batches, evaluator = _init_then_data(spec, task, recipe, hp, backend, recorder)
+        built, batches, evaluator = _init_then_data(spec, task, recipe, hp, backend, recorder)
     else:
-        data, built, batches, evaluator = _data_then_init(spec, task, recipe, hp, backend, recorder)
+        built, batches, evaluator = _data_then_init(spec, task, recipe, hp, backend, recorder)
     compiles_before = compile_count()
     recorder.training_ready()
 
@@ -261,7 +261,7 @@ def _init_before_data(recipe: Recipe, task: Task) -> bool:
 
 
 def _init_then_data(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any], backend: Backend,
-                    recorder: RunRecorder) -> tuple[Any, Built, TrainBatches, Evaluator]:
+                    recorder: RunRecorder) -> tuple[Built, TrainBatches, Evaluator]:
     """Build, compile and warm up on synthetic tensors of the task's InputSpec, then start the clock and touch
     the data. Statistics of the data (cifar10's whitening) are the recipe's ``init_from_data``: on the clock."""
     recorder.init_start()  # ---- model initialization: nothing here reads the dataset -------------------------
@@ -288,11 +288,11 @@ def _init_then_data(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any
     plan = _plan(spec, hp, built)
     batches, evaluator = train_batches_for(task, data, plan), evaluator_for(task, data, plan)
     _record_effective(recorder, batches, data, backend)
-    return data, built, batches, evaluator
+    return built, batches, evaluator
 
 
 def _data_then_init(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any], backend: Backend,
-                    recorder: RunRecorder) -> tuple[Any, Built, TrainBatches, Evaluator]:
+                    recorder: RunRecorder) -> tuple[Built, TrainBatches, Evaluator]:
     """The recipe builds from the loaded data: the data first, then the model (under MLPerf's rules its
     initialization is then on the clock, and the record says so)."""
     data = _load(spec, task, recorder)
@@ -315,7 +315,7 @@ def _data_then_init(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any
         recorder.result.performance.warmup = "none (eager on a CPU: nothing to compile or autotune)"
     backend.ctx.barrier()
     recorder.phase_end("warmup")
-    return data, built, batches, evaluator
+    return built, batches, evaluator
 
 
 def _load(spec: RunSpec, task: Task, recorder: RunRecorder) -> Any:
