@@ -181,7 +181,8 @@ class Opt:
     parse: Callable[[Any], Any] | None = None  # text or a typed value -> the checked value (ValueError: the reason)
     commands: frozenset[str] = frozenset()  # the commands that take it
     kind: str = "value"  # value | flag (store_true) | negated (a --no-x flag for a field that defaults to True) |
-    #                      append (repeatable KEY=VALUE) | optional (the flag alone means `const`)
+    #                      boolean (--x and --no-x) | append (repeatable KEY=VALUE) | optional (the bare flag means
+    #                      `const`)
     metavar: str | None = None
     const: Any = None  # kind "optional": the value of the bare flag
     choices: tuple[str, ...] | None = None  # shown in --help
@@ -318,6 +319,8 @@ def add_flags(parser: argparse.ArgumentParser, model: type[OptionModel], command
             g.add_argument(*flags, action="store_true", **common)
         elif opt.kind == "negated":
             g.add_argument(*flags, action="store_false", **common)
+        elif opt.kind == "boolean":  # --x / --no-x
+            g.add_argument(*flags, action=argparse.BooleanOptionalAction, **common)
         elif opt.kind == "append":
             g.add_argument(*flags, action="append", metavar=opt.metavar or "KEY=VALUE", **common)
         elif opt.kind == "optional":

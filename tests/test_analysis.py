@@ -413,7 +413,14 @@ def test_roofline_of_a_run_and_a_sweep(repeat_dir, tmp_path, capsys):
     run_pt = a["points"][0]
     r = RunResult.load(repeat_dir / "seed-0")
     assert run_pt["kind"] == "run" and run_pt["steps"] == r.steps_to_target
-    assert run_pt["achieved_flops_per_s"] == pytest.approx(run_pt["flops_per_step"] * r.steps_to_target / r.time_to_target_s)
+    # achieved FLOP/s over the training phases up to the target; the headline clock's figure beside it, labelled
+    train_s = sum(p.end_s - p.start_s for p in r.phases if p.phase == "train"
+                  and p.end_s <= [e for e in r.phases if e.phase == "eval"][len(r.history) - 1].end_s)
+    assert run_pt["seconds"] == pytest.approx(train_s) and run_pt["seconds_basis"] == "training phases up to the target"
+    assert run_pt["achieved_flops_per_s"] == pytest.approx(run_pt["flops_per_step"] * r.steps_to_target / train_s)
+    assert run_pt["headline_achieved_flops_per_s"] == pytest.approx(
+        run_pt["flops_per_step"] * r.steps_to_target / r.time_to_target_s)
+    assert run_pt["headline_rules"] == r.rules and "training phases" in text
     assert run_pt["operational_intensity"] == pytest.approx(run_pt["flops_per_step"] / run_pt["bytes_per_step"])
     assert run_pt["attainable_flops_per_s"] == pytest.approx(min(5e10, 2e9 * run_pt["operational_intensity"]))
     assert run_pt["utilization"] == pytest.approx(run_pt["achieved_flops_per_s"] / 5e10)

@@ -1,6 +1,7 @@
-"""The cifar10 recipe (airbench94's method) and its network, on CPU with tiny synthetic uint8 images (no CIFAR
-files): the network, whitening, optimizer groups, each airbench piece behind its switch (lookahead, whitening bias
-freeze, alternating flip, flip/translate TTA), and tiny end-to-end runs through the runner with the hooks on."""
+"""The cifar10 recipes (airbench94, airbench94_muon and airbench96's methods) and their networks, on CPU with tiny
+synthetic uint8 images (no CIFAR files): the networks, whitening, optimizer groups and schedules, Muon, each airbench
+piece behind its switch (lookahead, whitening bias freeze, alternating flip, flip/translate TTA, fp16, cutout), and
+tiny end-to-end runs through the runner with the hooks on."""
 
 from __future__ import annotations
 
@@ -111,7 +112,9 @@ def test_recipe_registered_and_switches_are_boolean_hyperparameters():
     assert "\n" not in recipe.summary
     assert recipe.defaults["batch_size"] == 1024 and recipe.defaults["label_smoothing"] == 0.2
     assert set(recipe.switches) == {"augment", "alternating_flip", "tta", "tta_translate", "lookahead",
-                                    "whiten_bias_freeze", "label_smoothing_on", "whitening", "channels_last"}
+                                    "whiten_bias_freeze", "label_smoothing_on", "whitening", "channels_last",
+                                    "fp16", "cudnn_benchmark"}
+    assert recipe.builds_from_spec  # built, compiled and warmed up before the data
     for name in recipe.switches:
         assert recipe.defaults[name] is True
     # airbench94's values (legacy/airbench94.py in KellerJordan/airbench)
@@ -119,9 +122,8 @@ def test_recipe_registered_and_switches_are_boolean_hyperparameters():
     assert (d["warmup"], d["lr_start"], d["lr_end"], d["momentum"]) == (0.23, 0.2, 0.07, 0.85)
     assert (d["whiten_bias_epochs"], d["lookahead_steps"], d["lookahead_decay"], d["lookahead_power"]) == \
         (3, 5, 0.95, 3.0)
-    assert d["translate"] == 2 and d["bias_lr_scale"] == 64.0
-    assert d["lr"] == pytest.approx(11.5 * 1024 / (1024 * (1 + 1 / (1 - 0.85))), rel=0.01)
-    assert d["weight_decay"] == pytest.approx(0.0153 * 1024 / (1024 * (1 + 1 / (1 - 0.85))), rel=0.01)
+    assert d["translate"] == 2 and d["bias_lr_scale"] == 64.0 and d["cutout"] == 0
+    assert (d["lr_per_1024"], d["weight_decay_per_1024"], d["train_epochs"], d["epochs"]) == (11.5, 0.0153, 9.9, 10)
 
 
 def test_parameter_count():
@@ -151,9 +153,10 @@ def test_whitening_init_whitens_the_training_patches_and_freezes_the_layer(data)
     assert average is not model and torch.equal(average.whiten.weight, model.whiten.weight)
     with torch.no_grad():
         out = model.whiten(x).permute(0, 2, 3, 1).reshape(-1, 24)
-    cov = torch.cov(out.T)
-    assert torch.allclose(cov[:12, :12], torch.eye(12), atol=2e-2)
-    assert out[:, :12].mean(0).abs().max() < 1e-3
+    # airbench's whitening: the uncentred second moment of the outputs is the identity, the bias stays at 0
+    second = out[:, :12].T.double() @ out[:, :12].double() / len(out)
+    assert torch.allclose(second, torch.eye(12, dtype=torch.float64), atol=2e-2)
+    assert torch.equal(model.whiten.bias, torch.zeros(24))
     assert torch.equal(model.whiten.weight[12:], -model.whiten.weight[:12])
     trainable = {id(p) for group in setup.optimizer.param_groups for p in group["params"]}
     assert id(model.whiten.weight) not in trainable and id(model.whiten.bias) in trainable
@@ -188,9 +191,10 @@ def test_optimizer_groups_follow_airbench_conventions(data):
     hp = recipe.hyperparameters({"batch_size": 512})
     setup = recipe.build(hp, data, CPU)
     shifts, others = setup.optimizer.param_groups
-    lr = hp["lr"] * 512 / 1024
-    assert shifts["lr"] == pytest.approx(lr * hp["bias_lr_scale"]) and others["lr"] == pytest.approx(lr)
-    per_step_decay = hp["weight_decay"] * 512 / 1024
+    kilostep = 1024 * (1 + 1 / (1 - 0.85))  # airbench94's main(): lr = 11.5 / kilostep_scale, on the summed loss
+    lr = 11.5 / kilostep
+    assert shifts["lr"] == pytest.approx(lr * 64) and others["lr"] == pytest.approx(lr)
+    per_step_decay = 0.0153 * 512 / kilostep  # wd = weight_decay * batch_size / kilostep_scale
     for group in (shifts, others):  # the same decay per step in both groups
         assert group["lr"] * group["weight_decay"] == pytest.approx(per_step_decay)
         assert group["nesterov"] and group["momentum"] == hp["momentum"]
@@ -198,6 +202,15 @@ def test_optimizer_groups_follow_airbench_conventions(data):
     assert setup.lr_multiplier(0, 100) == pytest.approx(0.2)
     assert setup.lr_multiplier(23, 100) == pytest.approx(1.0)  # airbench: int(0.23 * total) warm-up steps
     assert setup.lr_multiplier(100, 100) == pytest.approx(0.07)
+    # at airbench's own length: 476 steps, int(0.23 * 476) = 109 of them warm-up (get_lr, step by step)
+    for step in (0, 50, 108, 109, 300, 475):
+        want = 0.2 * (1 - step / 109) + step / 109 if step < 109 else (1 - (step - 109) / 367) + 0.07 * (step - 109) / 367
+        assert setup.lr_multiplier(step, 476) == pytest.approx(want)
+    assert setup.train_epochs == 9.9  # the runner stops after ceil(9.9 x 48) = 476 steps
+    y = torch.arange(8) % 10
+    logits = torch.randn(8, 10)
+    assert setup.loss_fn(logits, y) == pytest.approx(float(F.cross_entropy(logits, y, label_smoothing=0.2,
+                                                                            reduction="sum")))
 
 
 def test_tta_predict_is_the_mean_of_the_image_and_mirror_logits(data):
@@ -389,7 +402,7 @@ def test_lookahead_average_is_evaluated_and_follows_airbench_update(data):
             assert all(torch.equal(w, a) for w, a in zip(live, avg))
 
     assert train(setup, x, data.train_y, epochs=3, batch=16, before_hooks=before_hooks, after_step=after_step) == 12
-    assert la.updates == 2 + 1  # steps 5, 10 and the last one
+    assert la.updates == 2  # steps 5 and 10; at the last the weights return to the average (steps 11-12 dropped)
     assert not la.average.training and not any(p.requires_grad for p in la.average.parameters())
 
     off = build(data, lookahead=False)
@@ -429,7 +442,7 @@ def test_each_switch_changes_behaviour(data):
     logits = torch.randn(16, 10, generator=torch.Generator().manual_seed(0))
     y = torch.arange(16) % 10
     hard = build(data, label_smoothing_on=False).loss_fn(logits, y)
-    assert torch.allclose(hard, F.cross_entropy(logits, y))
+    assert torch.allclose(hard, F.cross_entropy(logits, y, reduction="sum"))
     assert not torch.allclose(hard, on.loss_fn(logits, y))
 
     plain = build(data, whitening=False)
@@ -476,3 +489,167 @@ def test_end_to_end_on_a_synthetic_cifar_tarball_reaches_its_target(tmp_path):
                            overrides={"epochs": 3, "batch_size": 25}, out=out, quiet=True, device="cpu"))
     assert result.reached, [h.accuracy for h in result.history]
     assert RunResult.load(out).reached
+
+
+# --- airbench's fp16 network, its loss under DDP, cutout, the centred whitening option ---------------------------
+
+def test_airbench_fp16_network_keeps_batchnorm_in_float32_and_steps(data):
+    from daybreak.models.resnet_cifar import half_with_float_norms
+    from daybreak.recipes.cifar10 import image_prep, summed_loss
+
+    model = half_with_float_norms(create_model("airbench_net", num_classes=10))
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert all(p.dtype == torch.float32 for m in norms for p in list(m.parameters()) + list(m.buffers())
+               if p.is_floating_point())
+    others = [p for name, p in model.named_parameters() if "norm" not in name]
+    assert others and all(p.dtype == torch.float16 for p in others)
+    hp = get_recipe("cifar10").hyperparameters()
+    x = image_prep(CPU, hp, half=True)(data.train_x[:8])
+    assert x.dtype == torch.float16 and x.is_contiguous(memory_format=torch.channels_last)
+    model.init_whitening(x)
+    loss = summed_loss(0.2)(model(x), data.train_y[:8])  # fp16 logits, summed as airbench does
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
+    # on a CPU the recipe keeps float32 and says so; the runner only drops autocast for a native fp16 network
+    setup = build(data)
+    assert setup.native_precision is None and any("is for CUDA" in n for n in setup.notes)
+    assert build(data, fp16=False).notes == [n for n in setup.notes if "is for CUDA" not in n]
+
+
+def test_the_summed_loss_covers_the_global_batch_under_ddp(monkeypatch):
+    import daybreak.recipes.cifar10 as cifar10
+
+    logits, y = torch.randn(6, 10), torch.arange(6) % 10
+    one = cifar10.summed_loss(0.2)(logits, y)
+    monkeypatch.setattr(cifar10, "world_size", lambda: 4)  # DDP averages 4 ranks' gradients: each sum x 4
+    assert cifar10.summed_loss(0.2)(logits, y) == pytest.approx(4 * float(one))
+
+
+def test_cutout_zeroes_one_square_per_image():
+    from daybreak.recipes.cifar10 import random_cutout
+
+    x = torch.ones(50, 3, 32, 32)
+    out = random_cutout(x, 12, torch.Generator().manual_seed(0))
+    zeros = (out == 0).all(1)  # all channels of a pixel together
+    assert torch.equal((out == 0).sum((1, 2, 3)), torch.full((50,), 3 * 144))
+    rows, cols = zeros.any(2), zeros.any(1)
+    assert torch.equal(rows.sum(1), torch.full((50,), 12)) and torch.equal(cols.sum(1), torch.full((50,), 12))
+    assert len({tuple(r.nonzero().flatten()[:1].tolist()) for r in rows}) > 5  # positions vary per image
+    assert torch.equal(random_cutout(x, 0, torch.Generator()), x)
+
+
+def test_centred_whitening_is_the_option_with_mean_zero_outputs(data):
+    model = create_model("airbench_net", num_classes=10)
+    x = get_recipe("cifar10").build(get_recipe("cifar10").hyperparameters(), data, CPU).prepare(data.train_x)
+    model.init_whitening(x, centred=True)
+    with torch.no_grad():
+        out = model.whiten(x).permute(0, 2, 3, 1).reshape(-1, 24)
+    assert torch.allclose(torch.cov(out[:, :12].T), torch.eye(12), atol=2e-2)
+    assert out[:, :12].mean(0).abs().max() < 1e-3
+
+
+# --- Muon and cifar10_muon ---------------------------------------------------------------------------------------
+
+def test_newton_schulz_orthogonalizes_the_update():
+    from daybreak.recipes.muon import orthogonalize
+
+    gen = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(64, 64, generator=gen))
+    v, _ = torch.linalg.qr(torch.randn(216, 64, generator=gen))
+    g = u @ torch.diag(torch.linspace(1, 30, 64)) @ v.T  # singular values 1..30: condition number 30
+    s = torch.linalg.svdvals(orthogonalize(g, steps=3).double())
+    assert 0.25 < float(s.min()) and float(s.max()) < 1.5  # every singular value pulled towards ~1 (U V^T)
+    assert float(s.max() / s.min()) < 30 / 5
+    core = u.T @ orthogonalize(g, steps=3) @ v  # g's own singular vectors: diagonal, nothing rotated
+    assert (core - torch.diag(torch.diagonal(core))).abs().max() < 1e-4
+    tall = orthogonalize(g.T, steps=3)  # tall matrices are handled transposed
+    assert tall.shape == (216, 64) and torch.allclose(tall, orthogonalize(g, steps=3).T)
+
+
+def test_muon_matches_airbench_and_its_sgd_groups_match_torch_sgd():
+    from daybreak.recipes.muon import Muon, orthogonalize
+
+    g = torch.Generator().manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(8, 3, 3, 3, generator=g))
+    b = torch.nn.Parameter(torch.randn(8, generator=g))
+    b_ref = torch.nn.Parameter(b.detach().clone())
+    opt = Muon([dict(params=[w], lr=0.24, momentum=0.6, muon=True),
+                dict(params=[b], lr=0.05, momentum=0.85, weight_decay=0.08, muon=False)], newton_schulz_steps=3)
+    ref = torch.optim.SGD([b_ref], lr=0.05, momentum=0.85, nesterov=True, weight_decay=0.08)
+    manual, buf = w.detach().clone(), torch.zeros_like(w)
+    for step in range(3):
+        grad_w, grad_b = torch.randn(w.shape, generator=g), torch.randn(b.shape, generator=g)
+        w.grad, b.grad, b_ref.grad = grad_w.clone(), grad_b.clone(), grad_b.clone()
+        opt.step()
+        ref.step()
+        buf = 0.6 * buf + grad_w  # airbench94_muon's Muon.step, written out
+        update = grad_w + 0.6 * buf
+        manual = manual * (8 ** 0.5) / manual.norm()
+        manual = manual - 0.24 * orthogonalize(update.reshape(8, -1), 3).view(manual.shape)
+        assert torch.allclose(w, manual, atol=1e-6) and torch.allclose(b, b_ref, atol=1e-7)
+
+
+def build_muon(data: TaskData, **overrides):
+    recipe = get_recipe("cifar10_muon")
+    torch.manual_seed(0)
+    return recipe.build(recipe.hyperparameters({"batch_size": 32, **overrides}), data, CPU)
+
+
+def test_cifar10_muon_groups_and_schedules_follow_airbench94_muon(data):
+    recipe = get_recipe("cifar10_muon")
+    d = recipe.defaults
+    assert (d["batch_size"], d["epochs"], d["muon_lr"], d["muon_momentum"], d["bias_lr"], d["head_lr"]) == \
+        (2000, 8, 0.24, 0.6, 0.053, 0.67)
+    assert recipe.builds_from_spec and {"muon", "normalize_weights", "head_unit_std"} <= set(recipe.switches)
+    setup = build_muon(data)
+    model = setup.model
+    whiten, shifts, head, filters = setup.optimizer.param_groups
+    wd = 2e-6 * 32
+    assert whiten["params"] == [model.whiten.bias] and whiten["lr"] * whiten["weight_decay"] == pytest.approx(wd)
+    assert len(shifts["params"]) == 6 and shifts["lr"] == 0.053 and head["params"] == [model.head.weight]
+    assert filters["muon"] and filters["momentum"] == 0.6 and len(filters["params"]) == 6
+    assert all(p.dim() == 4 for p in filters["params"]) and all(p is not model.whiten.weight for p in filters["params"])
+    assert model.logit_scale == 1 / 256
+    assert float(model.head.weight.detach().std()) == pytest.approx(1.0, rel=1e-5)
+    # 25 steps per epoch at airbench's size: the whitening bias's lr reaches 0 after 3 epochs, the rest after 8
+    assert setup.lr_multiplier(0, 200) == [1.0, 1.0, 1.0, 1.0]
+    assert setup.lr_multiplier(50, 200) == pytest.approx([1 - 50 / 75] + [0.75] * 3)
+    assert setup.lr_multiplier(100, 200) == pytest.approx([0.0] + [0.5] * 3)
+    sgd_only = build_muon(data, muon=False)  # the lesion: filters on airbench94's Nesterov SGD
+    assert not any(g["muon"] for g in sgd_only.optimizer.param_groups)
+    assert build_muon(data, head_unit_std=False).model.head.weight.detach().std() < 0.2
+
+
+# --- cifar10_96 ------------------------------------------------------------------------------------------------
+
+def test_cifar10_96_is_airbench96s_residual_net_and_schedule(data):
+    recipe = get_recipe("cifar10_96")
+    d = recipe.defaults
+    assert (d["epochs"], d["lr_per_1024"], d["weight_decay_per_1024"], d["warmup"], d["lr_end"]) == \
+        (37, 9.0, 0.012, 0.1, 0.0)
+    assert (d["translate"], d["cutout"], recipe.model) == (4, 12, "airbench_net96")
+    model = create_model("airbench_net96").eval()
+    block = model.blocks[0]
+    assert block.depth == 3 and block.norm1.momentum == 0.1 and [b.conv1.out_channels for b in model.blocks] == \
+        [128, 384, 512]
+    x = torch.randn(2, 24, 16, 16)
+    with torch.no_grad():
+        x0 = block.act(block.norm1(block.pool(block.conv1(x))))
+        want = block.act(block.norm3(block.conv3(block.act(block.norm2(block.conv2(x0))))) + x0)
+        assert torch.allclose(block(x), want)
+    setup = recipe.build(recipe.hyperparameters({"batch_size": 16}), data, CPU)
+    assert setup.lr_multiplier(1775, 1776) == pytest.approx(1 / (1776 - 177))  # linear to 0 at the end
+    assert setup.train_epochs == 37.0
+
+
+@pytest.mark.parametrize("name", ["cifar10", "cifar10_muon", "cifar10_96"])
+def test_each_cifar_recipe_trains_on_synthetic_cifar_files(tmp_path, name):
+    from daybreak.data.synthetic import write_cifar10
+
+    write_cifar10(tmp_path / "cifar", 10, 20, as_tarball=True, seed=0)  # 50 training images
+    r = run(RunConfig(task="cifar10", recipe=name, data_dir=tmp_path / "cifar", allow_custom_data=True,
+                      overrides={"epochs": 1, "batch_size": 10}, full_schedule=True, out=tmp_path / "r",
+                      quiet=True, device="cpu"))
+    assert r.status in ("reached", "not_reached") and r.steps_per_epoch == 5 and len(r.history) == 1
+    assert math.isfinite(r.history[0].train_loss) and r.performance.init_before_data
+    assert [p.phase for p in r.phases[:3]] == ["model_init", "warmup", "data_load"]

@@ -115,19 +115,22 @@ def test_the_record_holds_raw_phases_and_both_figures(digits_run):
     out, r = digits_run
     assert r.status == "reached" and r.rules == "dawnbench"
     phases = r.phases
-    assert [p.phase for p in phases[:3]] == ["data_load", "model_init", "warmup"]
+    # MLPerf's order: the model is built and warmed up on synthetic tensors before the data is touched
+    assert [p.phase for p in phases[:3]] == ["model_init", "warmup", "data_load"]
     assert all(b.start_s >= a.end_s for a, b in zip(phases, phases[1:]))  # in order, never overlapping
     target_eval_end = [p for p in phases if p.phase == "eval"][len(r.history) - 1].end_s
     start = phases[0].start_s
     dawn = target_eval_end - start - _sum(phases, "eval", target_eval_end) - _sum(phases, "record", target_eval_end)
     assert r.clocks["dawnbench"].time_to_target_s == pytest.approx(dawn, abs=1e-6)
-    assert r.clocks["mlperf"].time_to_target_s == pytest.approx(target_eval_end - start, abs=1e-6)
+    first_touch = phases[2].start_s  # MLPerf's clock starts at the data, so the init before it is outside
+    assert r.clocks["mlperf"].start_s == first_touch and r.clocks["dawnbench"].start_s == start
+    assert r.clocks["mlperf"].time_to_target_s == pytest.approx(target_eval_end - first_touch, abs=1e-6)
     # the headline follows the named rule set; cost = headline hours x price
     assert r.time_to_target_s == r.clocks["dawnbench"].time_to_target_s == r.history[-1].elapsed_s
     assert r.cost_usd == pytest.approx(r.time_to_target_s / 3600 * 3.6, rel=1e-12)
-    # DAWNBench counts init: on digits it is most of the time
+    # DAWNBench counts init: on digits it is most of the time; MLPerf's clock does not
     assert r.clocks["dawnbench"].time_to_target_s > _sum(phases, "train", target_eval_end)
-    assert r.clocks["mlperf"].time_to_target_s > r.clocks["dawnbench"].time_to_target_s
+    assert r.clocks["mlperf"].notes == [] and r.performance.init_before_data
     # effective values and context
     assert r.steps_per_epoch == 1347 // 64 and r.effective_batch_size == 64 and r.train_examples == 1347
     c = r.context
@@ -146,7 +149,7 @@ def test_the_mllog_reproduces_both_figures_within_a_millisecond(digits_run):
     open_ = {}
     for ll in lines:
         key, kind, ms = ll.key, json.loads(ll.full_string.split(" ", 1)[1])["event_type"], ll.timestamp
-        if key in ("run_start", "run_stop"):
+        if key in ("init_start", "run_start", "run_stop"):
             t[key] = ms
         for name, (a, b) in {"eval": ("eval_start", "eval_stop"), "record": ("record", "record")}.items():
             if key == a and kind == "INTERVAL_START":
@@ -155,7 +158,9 @@ def test_the_mllog_reproduces_both_figures_within_a_millisecond(digits_run):
                 intervals[name].append((open_.pop(name), ms))
     stop = t["run_stop"]
     mlperf_ms = stop - t["run_start"]
-    dawn_ms = mlperf_ms - sum(min(b, stop) - a for a, b in intervals["eval"] + intervals["record"] if a < stop)
+    # DAWNBench counts from init_start (model init and warm-up come before the data), less evals and records
+    dawn_ms = stop - t["init_start"] - sum(min(b, stop) - a for a, b in intervals["eval"] + intervals["record"]
+                                           if a < stop)
     assert abs(mlperf_ms / 1000 - r.clocks["mlperf"].time_to_target_s) < 1e-3
     assert abs(dawn_ms / 1000 - r.clocks["dawnbench"].time_to_target_s) < 1e-3
     # run_stop is the end of the evaluation that reached the target: the record write after it is not timed
@@ -278,11 +283,15 @@ def test_out_that_cannot_be_created_is_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_compile_happens_in_warm_up_with_no_recompilation_under_the_clock(tmp_path):
+    from daybreak.train.warmup import compile_count
+
+    before = compile_count()
     r = run(RunConfig(out=tmp_path / "r", quiet=True, compile=True))
     assert r.status == "reached" and r.recompiles_under_clock == 0
-    warm = sum(p.end_s - p.start_s for p in r.phases if p.phase == "warmup")
-    train = sum(p.end_s - p.start_s for p in r.phases if p.phase == "train")
-    assert warm > train  # the compile time is in the warm-up phase, not in training
+    # dynamo compiled frames in this run, none of them after the warm-up: every compilation was in the warm-up
+    # (how long it took depends on the compile caches, so no time is compared)
+    assert compile_count() > before
+    assert [p.phase for p in r.phases[:3]] == ["model_init", "warmup", "data_load"]
 
 
 def test_daybreak_time_on_the_runs_own_mllog_gives_the_same_figures(digits_run, tmp_path):

@@ -39,7 +39,7 @@ MISTAKES: list[tuple[str, int, str]] = [
     ("run --set augment=maybe", 2, "--set augment=maybe: expected true or false"),
     ("run --set nosuch=1", 2, "--set nosuch: unknown hyperparameter"),
     ("run --set lr", 2, "expected KEY=VALUE"),
-    ("run cifar10 --set lr=0", 2, "lr=0.0: must be a number > 0"),
+    ("run cifar10 --set lr_per_1024=0", 2, "lr_per_1024=0.0: must be a number > 0"),
     ("run imagenet --set workers=-2", 2, "workers=-2: must be an integer >= -1"),
     ("run squad --set dropout=1", 2, "dropout=1.0: must be a number in [0, 1)"),
     (f"run --seed {TOO_BIG_SEED}", 2, SEED_RANGE),

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch import nn
 
+from daybreak.config import compile_mode
 from daybreak.errors import ConfigError, DaybreakError, RecordError
 from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
 from daybreak.measure.device import amp_dtype, resolve_amp, select_device, set_threads, synchronize
@@ -163,7 +164,7 @@ def _prepare_on_host(prepare: Callable[[torch.Tensor], torch.Tensor], eval_x: to
 
 
 def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "auto", amp: str = "auto",
-                       compile: bool = False, data_dir: Path | None = None, download: bool = True,
+                       compile: bool | str = False, data_dir: Path | None = None, download: bool = True,
                        allow_custom_data: bool = False) -> LoadedRun:
     """Rebuild the run's recipe model from checkpoint.pt and prepare the task's eval set in host memory.
 
@@ -215,8 +216,8 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
     top5 = task.measures_top5
     return LoadedRun(
         run_dir=run_dir, result=result, checkpoint=payload, task=task, recipe=recipe,
-        model=torch.compile(model) if compile else model, predict=setup.predict, device=dev, amp=amp,
-        compiled=compile, inputs=inputs, labels=data.eval_y.to("cpu", torch.long), top5=top5,
+        model=_compiled(model, compile), predict=setup.predict, device=dev, amp=amp,
+        compiled=compile not in (False, None, "off"), inputs=inputs, labels=data.eval_y.to("cpu", torch.long), top5=top5,
         prepared_on=prepared_on, data_source=data.source, data_official=data.official,
         score_predictions=getattr(data, "score_predictions", None), data_dir=choice.data_dir,
         data_origin=choice.origin,
@@ -431,7 +432,7 @@ class InferConfig:
     run_dir: Path
     device: str = "auto"
     amp: str = "auto"
-    compile: bool = False
+    compile: str = "off"  # off | default | reduce-overhead | max-autotune (True/False accepted)
     threads: int | None = None
     warmup: int = DEFAULT_WARMUP
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -470,6 +471,13 @@ class _Bar:
             self._bar = None
 
 
+def _compiled(model: nn.Module, mode: bool | str) -> nn.Module:
+    mode = compile_mode(mode)
+    if mode == "off":
+        return model
+    return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+
+
 def infer(config: InferConfig) -> InferenceResult:
     """Measure a run's checkpoint; write inference.json and dawnbench_inference.json; return the record."""
     from daybreak.measure.system import system_info
@@ -481,7 +489,8 @@ def infer(config: InferConfig) -> InferenceResult:
     # --- flags first, before any work -------------------------------------------------------------------
     if config.warmup < 0:
         raise ConfigError(f"--warmup {config.warmup}: must be >= 0")
-    if config.compile and config.warmup < 1:
+    config.compile = compile_mode(config.compile)
+    if config.compile != "off" and config.warmup < 1:
         raise ConfigError("--compile needs --warmup >= 1: compilation happens in the untimed warm-up queries")
     if config.batch_size < 1:
         raise ConfigError(f"--batch-size {config.batch_size}: must be >= 1")
@@ -589,7 +598,7 @@ def infer(config: InferConfig) -> InferenceResult:
         cost_per_example_usd=cost_per_example,
         cost_per_10k_usd=None if cost_per_example is None else cost_per_example * 10_000,
         settings=InferenceSettings(
-            device=str(device), amp=amp, compile=config.compile, threads=torch.get_num_threads(),
+            device=str(device), amp=amp, compile=config.compile != "off", threads=torch.get_num_threads(),
             warmup=config.warmup, throughput_batch_size=throughput.batch_size if throughput else None,
             throughput_repeats=config.throughput_repeats, backend=config.backend,  # type: ignore[arg-type]
             pinned_memory=loaded.inputs.is_pinned() if device.type == "cuda" else False,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -20,7 +20,9 @@ class TrainSetup:
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
-    lr_multiplier: Callable[[int, int], float]  # (step, total_steps) -> factor on each group's base lr
+    # (step, total_steps) -> factor on each param group's base lr, or one factor per group (a group with its own
+    # schedule, e.g. airbench94_muon's whitening bias)
+    lr_multiplier: Callable[[int, int], float | Sequence[float]]
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     prepare: Callable[[torch.Tensor], torch.Tensor]  # raw stored images -> model input (normalize, layout)
     augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None  # training batches only
@@ -36,6 +38,12 @@ class TrainSetup:
     eval_model: Callable[[], nn.Module] | None = None
     # hyperparameters this setup actually used when they differ from the recipe's (recorded, e.g. derived values)
     notes: list[str] = field(default_factory=list)
+    # the network holds its own weights in this dtype ("fp16": airbench's half network with float BatchNorm): the
+    # runner then neither autocasts nor scales the loss, and records this precision as the run's
+    native_precision: str | None = None
+    # a schedule of a fractional number of epochs (airbench94's 9.9): training stops after
+    # ceil(train_epochs x steps per epoch) steps, in the last of the ``epochs`` epochs; None: ``epochs`` whole
+    train_epochs: float | None = None
 
     def evaluated_model(self) -> nn.Module:
         return self.eval_model() if self.eval_model is not None else self.model
@@ -112,6 +120,11 @@ class Recipe:
     mllog_target: float | None = None
     # (hp, data, global batch) -> extra MLPerf keys to log after the header (e.g. opt_base_learning_rate)
     mllog_events: Callable[[dict[str, Any], TaskData, int], dict[str, Any]] | None = None
+    # build() needs only ``num_classes`` and the task's InputSpec, never the training tensors (statistics of the
+    # data go in TrainSetup.init_from_data, which runs on the clock): the runner then builds, compiles and warms
+    # the model up on synthetic tensors before it touches the dataset (MLPerf's model initialization, outside
+    # MLPerf's clock). False (the default, what a recipe file that reads the data in build needs): data first.
+    builds_from_spec: bool = False
 
     def scaling_summary(self) -> str:
         if self.batch_scaling == "global":

@@ -198,10 +198,10 @@ class Lookahead:
     float state dict).
 
     ``module()`` is what a run evaluates and checkpoints: the weights a return to the average would give now.
-    Two details differ from airbench, neither at its defaults: the average is also updated at the last step when T
-    is not a multiple of ``every`` (airbench's T = 476 drops its last step; daybreak's 480 = 10 x 48 is a
-    multiple of 5, and a run shorter than ``every`` steps would otherwise end on its initial weights); and
-    parameters that are frozen (``requires_grad`` False or ``frozen(p)``) are copied, not averaged, so a frozen
+    As in airbench, when T is not a multiple of ``every`` the steps after the last update are discarded by the
+    return to the average (airbench's T = 476 drops its last step). Two details differ from airbench: a run shorter
+    than ``every`` steps updates the average once at its last step (airbench would end on its initial weights);
+    and parameters that are frozen (``requires_grad`` False or ``frozen(p)``) are copied, not averaged, so a frozen
     parameter stays exactly as it was frozen (airbench lerps them too, which moves its whitening bias once more at
     the first update after freezing it, by about 2% of what its last four trained steps changed).
     """
@@ -264,7 +264,7 @@ class Lookahead:
 
     def on_step(self, steps_done: int, total_steps: int) -> None:
         last = steps_done >= total_steps
-        if steps_done % self.every == 0 or last:
+        if steps_done % self.every == 0 or (last and self.updates == 0):
             self.update(self.decay_at(min(steps_done, total_steps), total_steps))
         if last:
             self.return_to_average()

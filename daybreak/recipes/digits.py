@@ -39,4 +39,5 @@ RECIPES.add("digits", Recipe(
     summary="small BN CNN, Nesterov SGD, triangular lr, translate augmentation",
     defaults=HYPERPARAMETERS, limits=LIMITS, build=build, batch_scaling="global",
     switches=("augment",),
+    builds_from_spec=True,  # build needs num_classes only: built, compiled and warmed up before the data
 ))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from daybreak.measure.system import SystemInfo
 from daybreak.records.base import Record
@@ -91,6 +91,22 @@ class MeasurementContext(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class PerformanceSettings(BaseModel):
+    """The performance settings a run actually used, each one stated (daybreak.train.runner decides them)."""
+
+    compile_mode: str = "off"  # off | default | reduce-overhead | max-autotune
+    amp_reason: str = ""  # why this precision, e.g. "bf16: native on sm_80"
+    compute_capability: str | None = None  # "sm_80" on CUDA, else None
+    native_precision: str | None = None  # the recipe's network holds its own weights in this dtype (airbench fp16)
+    tf32: bool | None = None  # torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 as set for the run
+    tf32_applies: bool = False  # the device has TF32 tensor cores (sm_80+); elsewhere the setting changes nothing
+    cudnn_benchmark: bool | None = None  # torch.backends.cudnn.benchmark as set (the recipe's switch)
+    init_before_data: bool = False  # model built, compiled and warmed up on synthetic tensors before the data
+    warmup: str = ""  # what the warm-up ran, in words
+    host_sync: str = ""  # when the loop reads the device (loss .item() / all-reduce)
+    notes: list[str] = Field(default_factory=list)
+
+
 class ClockRules(BaseModel):
     starts: str = "when the training loop first touches training data (after dataset load, model build, warm-up)"
     init_excluded: bool = True  # dataset load, model construction, compile/warm-up: recorded as init_s
@@ -123,7 +139,7 @@ class RunResult(Record):
     seed: int
     device: str
     amp: str
-    compile: bool
+    compile: str = "off"  # off | default | reduce-overhead | max-autotune (records before modes: true -> default)
     threads: int | None = None
     world_size: int = 1
     nodes: int = 1
@@ -163,6 +179,7 @@ class RunResult(Record):
     phases: list[PhaseInterval] = Field(default_factory=list)  # raw phase intervals (daybreak.rules.PHASES)
     clocks: dict[str, ClockFigure] = Field(default_factory=dict)  # every rule set's figures
     setup_notes: list[str] = Field(default_factory=list)  # what the recipe's build reported (derived values, ...)
+    performance: PerformanceSettings = Field(default_factory=PerformanceSettings)  # precision, TF32, cuDNN, compile, sync
     energy: EnergyRecord = Field(default_factory=EnergyRecord)
     recompiles_under_clock: int | None = None  # torch.compile recompilations during training/eval (0 = clean)
     context: MeasurementContext = Field(default_factory=MeasurementContext)
@@ -175,6 +192,20 @@ class RunResult(Record):
     finished_at: datetime | None = None
     command: list[str] = Field(default_factory=list)
     checkpoint: str | None = None  # file name in the run dir of the model at first target reach
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_mode(cls, value: Any) -> str:
+        """Records written before compile modes hold a bool."""
+        if value is True:
+            return "default"
+        if value is False or value is None:
+            return "off"
+        return str(value)
+
+    @property
+    def compiled(self) -> bool:
+        return self.compile != "off"
 
     @property
     def is_external(self) -> bool:

@@ -44,7 +44,7 @@ def _rule_lines(r: RunResult) -> list[str]:
             continue
         rules = RULE_SETS[name]
         counted = [PHASE_LABELS[p].split(" ")[0] for p in PHASES if rules.inside[p]]
-        what = ("from the first touch of the data, never paused" if rules.contiguous
+        what = ("from the first touch of the data, never paused" + _init_note(r, name) if rules.contiguous
                 else "+".join(counted) + "; no eval, no record writes")
         value = fig.time_to_target_s if r.reached else None
         shown = f"{hms(value)}  ({value:.3f} s)" if value is not None else f"- (clock at the end {fig.clock_s:.3f} s)"
@@ -60,13 +60,36 @@ def _setup_line(r: RunResult) -> str:
     batch = f"batch {r.global_batch_size}" if r.global_batch_size is not None else "batch -"
     if r.is_external:
         return f"  setup            an external program (its own device, precision and threads); {seed}, {batch}"
-    parts = [f"device {r.device}", f"amp {r.amp}", f"compile {'on' if r.compile else 'off'}"
+    parts = [f"device {r.device}", f"amp {r.amp}", f"compile {r.compile}"
              + (f" ({r.recompiles_under_clock} recompilations under the clock)"
                 if r.recompiles_under_clock is not None else "")]
     if r.threads is not None:  # records from before daybreak recorded it
         parts.append(f"threads {r.threads}")
     steps = f" ({r.steps_per_epoch} steps/epoch)" if r.steps_per_epoch else ""
-    return "  setup            " + ", ".join([*parts, seed, batch]) + steps
+    return "  setup            " + ", ".join([*parts, seed, batch]) + steps + _performance_line(r)
+
+
+def _performance_line(r: RunResult) -> str:
+    """TF32 and cuDNN autotuning where they apply (CUDA), and the recipe's own network precision."""
+    p = r.performance
+    parts = []
+    if r.device.startswith("cuda"):
+        parts.append(f"TF32 {'on' if p.tf32 else 'off'}" + ("" if p.tf32_applies else " (no TF32 cores)"))
+        parts.append(f"cudnn.benchmark {'on' if p.cudnn_benchmark else 'off'}")
+    if p.native_precision:
+        parts.append(f"{p.native_precision} network")
+    return "; " + ", ".join(parts) if parts else ""
+
+
+def _init_note(r: RunResult, name: str) -> str:
+    """Under a contiguous rule set, the initialization before its clock (MLPerf: model init and compile/warm-up
+    before the first touch of the data)."""
+    fig = r.clocks.get(name)
+    if fig is None or not r.phases:
+        return ""
+    first = min(p.start_s for p in r.phases)
+    before = fig.start_s - first
+    return f"; init before it {before:.2f} s not counted" if before > 0.0005 else ""
 
 
 def _system_line(r: RunResult) -> str:

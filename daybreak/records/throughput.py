@@ -714,7 +714,7 @@ def format_peak(p: PeakResult) -> str:
     took = f", took {p.seconds:.1f} s" if p.seconds is not None else ""
     budget = f" (budget {p.budget_s:.3g} s)" if p.budget_s else ""
     lines = [head + ")", f"  cache key {p.machine_key}, measured {p.measured_at:%Y-%m-%d %H:%M}{took}{budget}"]
-    for precision in ("fp32", "bf16", "fp16"):
+    for precision in ("fp32", "tf32", "bf16", "fp16"):
         if precision in p.flops_per_s:
             samples = p.flops_samples.get(precision) or [p.flops_per_s[precision]]
             lines.append(f"  {precision:<5} matmul {format_flops(p.flops_per_s[precision], 'FLOP/s'):>14}"

@@ -138,7 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_flags(p, RunConfig, "peak")
     p.add_argument("--force", action="store_true", help="re-measure even if cached")
-    p.add_argument("--precisions", default="fp32,bf16,fp16", help="which matmul precisions, comma-separated")
+    p.add_argument("--precisions", default="fp32,tf32,bf16,fp16",
+                   help="which matmul precisions, comma-separated (tf32: fp32 operands on TF32 tensor cores, sm_80+)")
     p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
                    help="wall time for the whole measurement; sizes and repeats shrink to fit it")
     p.add_argument("--size", type=int, help="largest matmul n (default 2048 on CPU, 8192 on GPU; smaller when "

@@ -50,14 +50,17 @@ from typing import Callable, Iterable, Iterator, Mapping
 import torch
 
 from daybreak.fileio import atomic_write_text
-from daybreak.measure.device import synchronize
+from daybreak.measure.device import native_bf16, sm_name, synchronize, tf32_applies
 from daybreak.records.throughput import (  # noqa: F401 - EMULATED_SLOWDOWN is part of this module's interface
     EMULATED_SLOWDOWN, PeakResult, SlowPrecision, load_peak_file, slow_precision_note,
 )
 from daybreak.text import one_line
 
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-PRECISION_ORDER = ("fp32", "bf16", "fp16")
+# tf32: float32 operands with TF32 tensor cores allowed (torch.backends.cuda.matmul.allow_tf32) -- the ceiling of a
+# run's fp32 math under --tf32 on sm_80 and later; fp32 is measured with TF32 off (the CUDA cores)
+PRECISIONS = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISION_ORDER = ("fp32", "tf32", "bf16", "fp16")
+NOT_COMPARED = ("fp32", "tf32")  # not checked for emulation against fp32 (TF32 is only measured where it is native)
 DEFAULT_SIZE = {"cpu": 2048, "cuda": 8192, "mps": 4096}  # the largest n; smaller when the device is slow
 PROBE_SIZE = {"cpu": 256, "cuda": 1024, "mps": 512}  # n of the timing probe (smaller if even that is slow)
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2**30, "mps": 256 * 2**20}
@@ -263,8 +266,12 @@ def measure_bandwidth(device: torch.device, nbytes: int, repeats: int, target_s:
 
 def _supported(device: torch.device, precision: str) -> str | None:
     """None if the precision can be measured here, else why not."""
-    if device.type == "cuda" and precision == "bf16" and not torch.cuda.is_bf16_supported():
-        return "this GPU has no bf16 support"
+    if precision == "tf32" and device.type != "cuda":
+        return "TF32 is a tensor-core format of NVIDIA GPUs (sm_80 and later), not of this device"
+    if precision == "tf32" and not tf32_applies(device):
+        return f"no TF32 tensor cores before sm_80 (this GPU is {sm_name(device)})"
+    if device.type == "cuda" and precision == "bf16" and not native_bf16(device):
+        return f"no native bf16 before sm_80 (this GPU is {sm_name(device)}; torch would emulate it)"
     try:
         x = torch.ones(16, 16, device=device, dtype=PRECISIONS[precision])
         torch.mm(x, x)
@@ -272,6 +279,17 @@ def _supported(device: torch.device, precision: str) -> str | None:
     except (RuntimeError, TypeError) as e:
         return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
     return None
+
+
+@contextlib.contextmanager
+def _matmul_mode(precision: str) -> Iterator[None]:
+    """float32 matmuls on TF32 tensor cores for ``tf32``, in full fp32 otherwise; the setting restored after."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def cpu_capability() -> str | None:
@@ -335,7 +353,8 @@ def measure_peak(device: torch.device, size: int | None = None, repeats: int = 5
         dtype = PRECISIONS[precision]
         n = n or probe_size(device, dtype, limit_s)
         if (precision, n) not in rates:
-            rates[(precision, n)] = probe_matmul(device, dtype, n, limit_s)
+            with _matmul_mode(precision):
+                rates[(precision, n)] = probe_matmul(device, dtype, n, limit_s)
         return n, rates[(precision, n)]
 
     fp32_why = _supported(device, "fp32")
@@ -358,7 +377,7 @@ def measure_peak(device: torch.device, size: int | None = None, repeats: int = 5
         n_probe, rate = probe(precision, share / 4)
         result.probe_size[precision] = n_probe
         result.probe_flops_per_s[precision] = rate
-        if precision != "fp32" and fp32_why is None:
+        if precision not in NOT_COMPARED and fp32_why is None:
             _, reference = probe("fp32", share / 8, n_probe)
             slowdown = reference / max(rate, 1e-9)
             # Confirm: a busy moment on a shared machine can slow one probe (a multi-threaded one by 30x and
@@ -367,7 +386,8 @@ def measure_peak(device: torch.device, size: int | None = None, repeats: int = 5
             for _ in range(CONFIRM_ROUNDS):
                 if slowdown < EMULATED_SLOWDOWN or time.perf_counter() >= confirm_until:
                     break
-                again32 = probe_matmul(device, torch.float32, n_probe, share / 16)
+                with _matmul_mode("fp32"):
+                    again32 = probe_matmul(device, torch.float32, n_probe, share / 16)
                 again = probe_matmul(device, PRECISIONS[precision], n_probe, share / 8)
                 slowdown = min(slowdown, again32 / max(again, 1e-9))
                 rate, reference = max(rate, again), max(reference, again32)
@@ -382,11 +402,12 @@ def measure_peak(device: torch.device, size: int | None = None, repeats: int = 5
                     log(note)
                 continue
         share = (matmul_deadline - time.perf_counter()) / (len(wanted) - i)
-        n, samples = measure_matmul(device, PRECISIONS[precision], largest, repeats, repeat_s,
-                                    budget_s=max(share, MIN_SLICE_S), flops_hint=rate)
+        with _matmul_mode(precision):
+            n, samples = measure_matmul(device, PRECISIONS[precision], largest, repeats, repeat_s,
+                                        budget_s=max(share, MIN_SLICE_S), flops_hint=rate)
         flops = statistics.median(samples)
         fp32 = result.flops_per_s.get("fp32")
-        if precision != "fp32" and fp32 and fp32 / max(flops, 1e-9) >= EMULATED_SLOWDOWN:
+        if precision not in NOT_COMPARED and fp32 and fp32 / max(flops, 1e-9) >= EMULATED_SLOWDOWN:
             # the probe missed it (a noisy probe on a shared machine): the two ceilings say it
             slowdown = fp32 / max(flops, 1e-9)
             note = slow_precision_note(precision, slowdown, device.type, capability)
@@ -507,7 +528,7 @@ def get_peak(device: torch.device, force: bool = False, log: Callable[[str], Non
         result = measure_peak(device, precisions=missing, bandwidth=bandwidth, budget_s=budget_s, log=log,
                               known_emulated=known, **measure_kwargs)
         if cached is not None and cached.machine_key == result.machine_key:
-            result = cached.merged(result)
+            result = cached.merged(result).model_copy(update=dict(seconds=result.seconds))  # this measurement's time
         save(result)
         return result
 

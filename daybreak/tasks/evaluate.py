@@ -12,6 +12,8 @@ from torch import nn
 
 from daybreak.measure.device import autocast
 
+EVAL_CHUNK = 1024  # examples per forward pass of an evaluation (the last chunk is what is left)
+
 
 @torch.inference_mode()
 def correct_counts(
@@ -21,7 +23,7 @@ def correct_counts(
     *,
     device: torch.device,
     amp: str = "off",
-    batch_size: int = 1024,
+    batch_size: int = EVAL_CHUNK,
     predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
     top5: bool = False,
 ) -> torch.Tensor:
@@ -54,7 +56,7 @@ def accuracies(counts: torch.Tensor, top5: bool) -> tuple[float, float | None]:
 
 
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, device: torch.device, amp: str = "off",
-             batch_size: int = 1024, predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
+             batch_size: int = EVAL_CHUNK, predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
              top5: bool = False) -> tuple[float, float | None]:
     """Returns (top1, top5 or None) as fractions. ``x``/``y`` may live on the host or the device."""
     counts = correct_counts(model, x, y, device=device, amp=amp, batch_size=batch_size, predict=predict, top5=top5)

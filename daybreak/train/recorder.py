@@ -44,14 +44,14 @@ class _NoMllog:
     holding = False
 
 
-def _lowest_precision(amp: str, device: str) -> str:
+def _lowest_precision(amp: str, device: str, tf32: bool | None) -> str:
     """MLPerf's name for the lowest precision of the run's matmuls/convolutions."""
     if amp == "bf16":
         return "bfloat16"
     if amp == "fp16":
         return "fp16"
-    if device.startswith("cuda") and (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32):
-        return "tf32"  # fp32 convolutions run in TF32 on Ampere and later unless disabled
+    if device.startswith("cuda") and tf32:
+        return "tf32"  # fp32 matmuls and convolutions on TF32 tensor cores (the run's --tf32)
     return "fp32"
 
 
@@ -71,6 +71,8 @@ class RunRecorder:
         self._finished = False
         self._target_at_s: float | None = None  # timeline instant the target was reached (end of that eval)
         self._division_written = False
+        self._init_started = False  # init_start was logged before the data (MLPerf's order)
+        self._init_pending = False  # ... at the start of the next phase
         self.energy = energy  # daybreak.train.energy.RunEnergy, or None
         self._benchmark = benchmark or f"daybreak_{result.task}"
         if write:
@@ -141,9 +143,6 @@ class RunRecorder:
         log.event(C.SEED, r.seed)
         log.event(C.GLOBAL_BATCH_SIZE, r.global_batch_size)
         log.event(C.GRADIENT_ACCUMULATION_STEPS, 1)
-        precision = _lowest_precision(r.amp, r.device)
-        for key in ("lowest_numerical_precision_in_linear", "lowest_numerical_precision_in_attn"):
-            log.event(key, precision)
         log.event("lowest_numerical_precision_in_comm", "fp32")  # DDP all-reduces fp32 gradients
         for key in ("tensor_parallelism", "pipeline_parallelism", "context_parallelism", "expert_parallelism"):
             log.event(key, 1)  # data parallel only
@@ -156,13 +155,29 @@ class RunRecorder:
             log.event(f"hp_{key}", value)
 
     # --- phases ---------------------------------------------------------------------------------------------
+    def precision_known(self, amp: str, tf32: bool | None) -> None:
+        """The model is built: its precision is final (a recipe's own fp16 network overrides --amp)."""
+        precision = _lowest_precision(amp, self.result.device, tf32)
+        for key in ("lowest_numerical_precision_in_linear", "lowest_numerical_precision_in_attn"):
+            self.mllog.event(key, precision)
+
+    def init_start(self) -> None:
+        """Model initialization comes before the dataset is touched (MLPerf's order): the next phase to start
+        (model_init) logs init_start at its own instant. The mllog holds its lines from here until the data check
+        has decided the division (see data_loaded), so that the division stands before init_stop, where MLPerf's
+        checker needs it."""
+        self._init_started = True
+        self.mllog.hold()
+        self._init_pending = True
+
     def run_start(self) -> None:
-        """The first touch of the dataset: MLPerf's run_start (nothing before it is initialization in daybreak's
-        order, so init_start/init_stop mark an empty interval at the same instant) and the start of data loading."""
+        """The first touch of the dataset: MLPerf's init_stop and run_start, and the start of data loading. When
+        nothing was initialized before (a recipe that builds from the data), init_start is the same instant."""
         t = self.timeline.begin("data_load")
         ms = self.timeline.epoch_ms(t)
-        self.mllog.hold()  # until the data check decides the division (see data_loaded)
-        self.mllog.start(C.INIT_START, time_ms=ms)
+        if not self._init_started:
+            self.mllog.hold()  # until the data check decides the division (see data_loaded)
+            self.mllog.start(C.INIT_START, time_ms=ms)
         self.mllog.end(C.INIT_STOP, time_ms=ms)
         self.mllog.start(C.RUN_START, time_ms=ms)
         self.mllog.start("data_load", time_ms=ms)
@@ -190,6 +205,9 @@ class RunRecorder:
 
     def phase_start(self, phase: str) -> None:
         t = self.timeline.begin(phase)
+        if self._init_pending:
+            self._init_pending = False
+            self.mllog.start(C.INIT_START, time_ms=self.timeline.epoch_ms(t))
         self.mllog.start(phase, time_ms=self.timeline.epoch_ms(t))
 
     def phase_end(self, phase: str) -> None:
@@ -385,6 +403,11 @@ class RunProgress:
 
             self._bar = tqdm(total=total_steps, desc=desc, unit="step", file=sys.stderr, leave=False,
                              dynamic_ncols=True)
+
+    @property
+    def shown(self) -> bool:
+        """A bar is on the terminal (the loop then reads the loss every ``every`` steps, a host sync)."""
+        return self._bar is not None
 
     def due(self, step: int) -> bool:
         return step % self.every == 0

@@ -7,24 +7,28 @@ daybreak.train.warmup; the measurement context (code, packages, machine load), d
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import signal
 import threading
 import time
+import traceback
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from daybreak.errors import ConfigError
+from daybreak.errors import ConfigError, DaybreakError
+from daybreak.fileio import atomic_write_text
 from daybreak.measure.context import ContextSampler
-from daybreak.measure.device import set_threads
+from daybreak.measure.device import amp_reason, set_cudnn_benchmark, set_tf32, set_threads, sm_name, tf32_applies
 from daybreak.measure.system import system_info
 from daybreak.recipes import Recipe, TrainSetup
-from daybreak.records.run import ClockRules, RunResult
+from daybreak.records.run import ClockRules, PerformanceSettings, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import Task
 from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
@@ -36,8 +40,10 @@ from daybreak.train.run_context import finish_context, static_context
 from daybreak.train.rundir import check_out_dir, default_run_dir
 from daybreak.train.spec import CONFIG_FILE, RunConfig, RunSpec, resolve_run_spec
 from daybreak.train.step import Backend, TrainStep
-from daybreak.train.views import TrainingData
-from daybreak.train.warmup import compile_count, warm_up
+from daybreak.train.evaluate import EVAL_CHUNK
+from daybreak.train.views import SpecData, TrainingData
+from daybreak.train.warmup import (SHORT_EVAL_CHUNK, WARMUP_PASSES, compile_count, data_warmup, spec_warmup,
+                                   spec_warmup_data, warm_up)
 
 # Exit statuses of `daybreak run` (also used by wrappers such as `repeat`).
 EXIT_REACHED = 0
@@ -46,6 +52,8 @@ EXIT_NOT_REACHED = 3
 EXIT_DIVERGED = 4
 EXIT_FAILED = 5
 EXIT_INTERRUPTED = 130
+
+TRACEBACK_FILE = "traceback.txt"  # a crashed run's traceback, beside its record
 
 EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverged": EXIT_DIVERGED,
               "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
@@ -125,8 +133,15 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     except Terminated as e:
         recorder.finish("failed", str(e), wall_start_ns)
         raise
-    except BaseException as e:  # a user error found late (e.g. bad data), a bug or a crash: record, re-raise
-        recorder.finish("failed", (f"{type(e).__name__}: {e}".splitlines() or [""])[0][:500], wall_start_ns)
+    except DaybreakError as e:  # a user error found late (e.g. bad data): recorded, then the CLI's one line
+        recorder.finish("failed", _one_line(e), wall_start_ns)
+        raise
+    except Exception as e:  # a crash (a recipe's build, a bug): recorded "failed" with its traceback beside it
+        recorder.finish("failed", _one_line(e) + _save_traceback(out, ctx.is_main), wall_start_ns)
+        if ctx.enabled:
+            raise  # under torchrun a worker must exit non-zero so that torchrun stops the others
+    except BaseException as e:  # SystemExit and the like: recorded, re-raised
+        recorder.finish("failed", _one_line(e), wall_start_ns)
         raise
     finally:
         if old_term is not None:
@@ -135,6 +150,21 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
         energy.close()
         recorder.close()
     return recorder.result
+
+
+def _one_line(e: BaseException) -> str:
+    return (f"{type(e).__name__}: {e}".splitlines() or [""])[0][:500]
+
+
+def _save_traceback(out: Path, write: bool) -> str:
+    """The current exception's traceback in the run directory; the words the message adds about it."""
+    if not write:
+        return ""
+    try:
+        atomic_write_text(out / TRACEBACK_FILE, traceback.format_exc())
+    except OSError:
+        return ""
+    return f" (traceback in {out / TRACEBACK_FILE})"
 
 
 def _energy_before(result: RunResult, energy: RunEnergy, idle_s: float) -> None:
@@ -170,8 +200,9 @@ def _on_sigterm(backend: Backend) -> Any:
 def _clock_rules(rules: str) -> ClockRules:
     r = get_rules(rules)
     return ClockRules(
-        starts=("when data loading starts (the first touch of the dataset)" if r.contiguous else
-                "when data loading starts; data loading, model init and compile/warm-up count"),
+        starts=("when data loading starts (the first touch of the dataset); model initialization and compile/"
+                "warm-up before it are outside (at most 20 minutes), after it inside" if r.contiguous else
+                "at the first counted phase; data loading, model init and compile/warm-up all count"),
         init_excluded=not r.inside["model_init"],
         eval_included=r.inside["eval"],
         checkpoint_included=r.inside["record"],
@@ -189,10 +220,105 @@ def mllog_benchmark(recipe: Recipe, task: Task, target: float) -> str:
     return f"daybreak_{task.name}"
 
 
+@dataclass
+class Built:
+    """The model side of a run, ready to train: the recipe's setup, the (wrapped, compiled) step, the backend it
+    runs under (autocast off when the recipe's network carries its own precision) and the model to evaluate."""
+
+    setup: TrainSetup
+    step: TrainStep
+    backend: Backend
+    eval_model: Callable[[], torch.nn.Module]
+
+
 def _run_recorded(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, recorder: RunRecorder,
                   wall_start_ns: int) -> None:
     hp = dict(spec.hyperparameters)
     seed_everything(spec.seed)
+    _apply_settings(spec, hp, backend, recorder.result.performance)
+    recorder.result.performance.init_before_data = _init_before_data(recipe, task)
+    if recorder.result.performance.init_before_data:
+        built, batches, evaluator = _init_then_data(spec, task, recipe, hp, backend, recorder)
+    else:
+        built, batches, evaluator = _data_then_init(spec, task, recipe, hp, backend, recorder)
+    compiles_before = compile_count()
+    recorder.training_ready()
+
+    _train(spec, hp, built, batches, evaluator, recorder)
+    if spec.compiled:
+        recorder.result.recompiles_under_clock = compile_count() - compiles_before
+        if recorder.result.recompiles_under_clock:
+            recorder.result.warnings.append(
+                f"torch.compile compiled {recorder.result.recompiles_under_clock} more time(s) during training or "
+                "evaluation: that compile time is inside the training phase")
+    recorder.finish_from_history(wall_start_ns)
+
+
+def _init_before_data(recipe: Recipe, task: Task) -> bool:
+    """MLPerf's order (model initialization, then the clock and the data) when the recipe builds from the task's
+    InputSpec and the task's batches are the in-memory kind the warm-up can imitate exactly."""
+    return recipe.builds_from_spec and task.make_train_batches is None and task.make_evaluator is None
+
+
+def _init_then_data(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any], backend: Backend,
+                    recorder: RunRecorder) -> tuple[Built, TrainBatches, Evaluator]:
+    """Build, compile and warm up on synthetic tensors of the task's InputSpec, then start the clock and touch
+    the data. Statistics of the data (cifar10's whitening) are the recipe's ``init_from_data``: on the clock."""
+    recorder.init_start()  # ---- model initialization: nothing here reads the dataset -------------------------
+    built = _build(spec, recipe, hp, SpecData(task.num_classes, task.input_spec, recipe.name), backend, recorder)
+    recorder.phase_start("warmup")
+    shapes_matter = spec.compiled or backend.device.type == "cuda"  # compiled graphs, cuDNN autotuning
+    synthetic = spec_warmup_data(task.input_spec, task.num_classes, spec.per_device_batch_size,
+                                 backend.ctx.world_size, full_eval_chunk=shapes_matter)
+    pairs, warm_evaluator = spec_warmup(synthetic, _plan(spec, hp, built), top5=task.measures_top5)
+    warm_up(built.setup, built.step, pairs, lambda: warm_evaluator(built.eval_model()), built.backend.device)
+    backend.ctx.barrier()
+    recorder.phase_end("warmup")
+    chunks = f"{EVAL_CHUNK} + {SHORT_EVAL_CHUNK}" if shapes_matter else f"{SHORT_EVAL_CHUNK}"
+    recorder.result.performance.warmup = (
+        f"before the data: {WARMUP_PASSES} training steps on a synthetic batch of the task's InputSpec and one "
+        f"evaluation ({chunks} examples), made by the run's own batch source and evaluator; weights, optimizer, "
+        "loss scale and random generators restored")
+
+    data = _load(spec, task, recorder)  # ---- the clock (MLPerf run_start) and the first touch of the data ----
+    view = TrainingData(data)
+    recorder.data_checked(recipe.mllog_events(hp, view, spec.global_batch_size) if recipe.mllog_events else {},
+                          train_samples=None if data.train_x is None else len(data.train_x),
+                          eval_samples=len(data.eval_y))
+    plan = _plan(spec, hp, built)
+    batches, evaluator = train_batches_for(task, data, plan), evaluator_for(task, data, plan)
+    _record_effective(recorder, batches, data, backend)
+    return built, batches, evaluator
+
+
+def _data_then_init(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any], backend: Backend,
+                    recorder: RunRecorder) -> tuple[Built, TrainBatches, Evaluator]:
+    """The recipe builds from the loaded data: the data first, then the model (under MLPerf's rules its
+    initialization is then on the clock, and the record says so)."""
+    data = _load(spec, task, recorder)
+    view = TrainingData(data)  # the recipe sees the training split only: evaluation stays with the runner
+    built = _build(spec, recipe, hp, view, backend, recorder)
+    recorder.data_checked(recipe.mllog_events(hp, view, spec.global_batch_size) if recipe.mllog_events else {},
+                          train_samples=None if data.train_x is None else len(data.train_x),
+                          eval_samples=len(data.eval_y))
+    plan = _plan(spec, hp, built)
+    batches, evaluator = train_batches_for(task, data, plan), evaluator_for(task, data, plan)
+    _record_effective(recorder, batches, data, backend)
+    recorder.phase_start("warmup")  # ---- compile / autotune on the exact shapes of the real batches -------
+    if spec.compiled or backend.device.type == "cuda":
+        pairs, evaluate_once = data_warmup(batches, evaluator, data, plan, built.eval_model)
+        warm_up(built.setup, built.step, pairs, evaluate_once, built.backend.device)
+        recorder.result.performance.warmup = (
+            f"after the data: {WARMUP_PASSES} training steps on zeros of the real batches' shapes and one "
+            "evaluation; weights, optimizer, loss scale and random generators restored")
+    else:
+        recorder.result.performance.warmup = "none (eager on a CPU: nothing to compile or autotune)"
+    backend.ctx.barrier()
+    recorder.phase_end("warmup")
+    return built, batches, evaluator
+
+
+def _load(spec: RunSpec, task: Task, recorder: RunRecorder) -> Any:
     recorder.run_start()  # ---- data loading: the first touch of the dataset --------------------------------
     data = task.load(Path(spec.data_dir) if spec.data_dir else None, spec.allow_custom_data, spec.download)
     if not data.official:
@@ -200,41 +326,84 @@ def _run_recorded(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, r
     recorder.result.data_source = data.source
     recorder.result.data_notes = list(data.notes)
     recorder.data_loaded()
+    return data
 
-    recorder.phase_start("model_init")  # ---- model, optimizer, distribution wrapper ------------------------
-    view = TrainingData(data)  # the recipe sees the training split only: evaluation stays with the runner
+
+def _build(spec: RunSpec, recipe: Recipe, hp: dict[str, Any], view: Any, backend: Backend,
+           recorder: RunRecorder) -> Built:
+    """The model_init phase: the recipe's build, the distribution wrapper, torch.compile (lazy: it compiles in the
+    warm-up), the training step."""
+    recorder.phase_start("model_init")
     setup = recipe.build(hp, view, backend.device)
     recorder.result.setup_notes = list(setup.notes)
-    recorder.data_checked(recipe.mllog_events(hp, view, spec.global_batch_size) if recipe.mllog_events else {},
-                          train_samples=None if data.train_x is None else len(data.train_x),
-                          eval_samples=len(data.eval_y))
+    backend = _native_precision(setup, spec, backend, recorder)
     train_model = backend.wrap(setup.model)
-    if spec.compile:
-        train_model = torch.compile(train_model)
-    plan = BatchPlan(setup=setup, batch_size=spec.per_device_batch_size, epochs=hp["epochs"], seed=spec.seed,
-                     device=backend.device, amp=backend.amp, ctx=backend.ctx)
-    batches = train_batches_for(task, data, plan)
-    evaluator = evaluator_for(task, data, plan)
+    if spec.compiled:
+        train_model = torch.compile(train_model, mode=_torch_mode(spec.compile))
     step = TrainStep(train_model, setup.optimizer, setup.loss_fn, backend, clip_grad_norm=setup.clip_grad_norm)
-    _record_effective(recorder, batches, data, backend)
+    recorder.precision_known(recorder.result.amp, recorder.result.performance.tf32)
     recorder.phase_end("model_init")
+    return Built(setup, step, backend, _eval_model_fn(setup, train_model, backend, spec))
 
-    recorder.phase_start("warmup")  # ---- compile / autotune on the exact shapes of the real batches -------
-    if spec.compile or backend.device.type == "cuda":
-        warm_up(setup, step, batches, evaluator, data, plan)
-    backend.ctx.barrier()
-    recorder.phase_end("warmup")
-    compiles_before = compile_count()
-    recorder.training_ready()
 
-    _train(spec, hp, setup, step, batches, evaluator, backend, recorder)
-    if spec.compile:
-        recorder.result.recompiles_under_clock = compile_count() - compiles_before
-        if recorder.result.recompiles_under_clock:
-            recorder.result.warnings.append(
-                f"torch.compile compiled {recorder.result.recompiles_under_clock} more time(s) during training or "
-                "evaluation: that compile time is inside the training phase")
-    recorder.finish_from_history(wall_start_ns)
+def _torch_mode(mode: str) -> str | None:
+    return None if mode == "default" else mode
+
+
+def _eval_model_fn(setup: TrainSetup, train_model: torch.nn.Module, backend: Backend,
+                   spec: RunSpec) -> Callable[[], torch.nn.Module]:
+    """What each evaluation runs: the recipe's evaluated model (an EMA / lookahead average; compiled too, once,
+    when the run compiles), else the training model (unwrapped under DDP: eval shards differ per rank)."""
+    compiled: dict[int, torch.nn.Module] = {}
+
+    def eval_model() -> torch.nn.Module:
+        if setup.eval_model is None:
+            return setup.model if backend.ctx.enabled else train_model
+        module = setup.eval_model()
+        if not spec.compiled:
+            return module
+        if id(module) not in compiled:
+            compiled[id(module)] = torch.compile(module, mode=_torch_mode(spec.compile))
+        return compiled[id(module)]
+
+    return eval_model
+
+
+def _plan(spec: RunSpec, hp: dict[str, Any], built: Built) -> BatchPlan:
+    b = built.backend
+    return BatchPlan(setup=built.setup, batch_size=spec.per_device_batch_size, epochs=hp["epochs"], seed=spec.seed,
+                     device=b.device, amp=b.amp, ctx=b.ctx)
+
+
+def _apply_settings(spec: RunSpec, hp: dict[str, Any], backend: Backend, settings: PerformanceSettings) -> None:
+    """TF32 and cuDNN autotuning as the run asks (each recorded), and why the precision is what it is."""
+    device = backend.device
+    set_tf32(spec.tf32)
+    settings.tf32, settings.tf32_applies = spec.tf32, tf32_applies(device)
+    cudnn = bool(hp.get("cudnn_benchmark", True))  # a recipe switch where the recipe declares it
+    set_cudnn_benchmark(cudnn)
+    settings.cudnn_benchmark = cudnn
+    settings.compile_mode = spec.compile
+    settings.compute_capability = sm_name(device)
+    settings.amp_reason = amp_reason(spec.amp, backend.amp, device)
+    if device.type != "cuda":
+        settings.notes.append(f"TF32 and cudnn.benchmark are CUDA settings: recorded, no effect on {device.type}")
+
+
+def _native_precision(setup: TrainSetup, spec: RunSpec, backend: Backend, recorder: RunRecorder) -> Backend:
+    """A recipe whose network holds its own weights in half precision (airbench's fp16 net): no autocast and no
+    loss scaling on top of it; the record's precision is the network's."""
+    if not setup.native_precision:
+        return backend
+    r = recorder.result
+    if spec.amp not in ("auto", setup.native_precision):
+        r.warnings.append(f"--amp {spec.amp} was not applied: recipe {spec.recipe} runs its own "
+                          f"{setup.native_precision} network (see its fp16 switch)")
+    r.amp = setup.native_precision
+    r.performance.native_precision = setup.native_precision
+    r.performance.amp_reason = (f"{setup.native_precision}: the recipe's network holds {setup.native_precision} "
+                                "weights itself (BatchNorm in fp32); no autocast, no loss scaling")
+    return dataclasses.replace(backend, amp="off")
 
 
 def _record_effective(recorder: RunRecorder, batches: TrainBatches, data: Any, backend: Backend) -> None:
@@ -252,11 +421,12 @@ def _record_effective(recorder: RunRecorder, batches: TrainBatches, data: Any, b
         r.train_examples = int(len(data.train_x))
 
 
-def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainStep, batches: TrainBatches,
-           evaluator: Evaluator, backend: Backend, recorder: RunRecorder) -> None:
+def _train(spec: RunSpec, hp: dict[str, Any], built: Built, batches: TrainBatches, evaluator: Evaluator,
+           recorder: RunRecorder) -> None:
+    setup, step_fn, backend = built.setup, built.step, built.backend
     ctx = backend.ctx
     steps_per_epoch = batches.steps_per_epoch
-    total_steps = steps_per_epoch * hp["epochs"]
+    total_steps = _total_steps(setup, steps_per_epoch, hp["epochs"])
     eval_every_steps = spec.eval_every_steps or steps_per_epoch * (spec.eval_every_epochs or 1)
     base_lrs = [g["lr"] * spec.lr_scale for g in setup.optimizer.param_groups]
     model = step_fn.model
@@ -268,12 +438,10 @@ def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainS
     def mean_loss_since_last_eval() -> float:  # over all ranks; reads the device (a sync)
         return ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * ctx.world_size)
 
-    def eval_model() -> torch.nn.Module:  # DDP forwards must match across ranks; eval shards don't
-        if setup.eval_model is not None:
-            return setup.eval_model()
-        return setup.model if ctx.enabled else model
-
     progress = recorder.progress(total_steps, enabled=not spec.quiet)
+    recorder.result.performance.host_sync = (
+        f"every {progress.every} steps (the progress bar shows the loss) and at each evaluation" if progress.shown
+        else "at each evaluation only (the loss is summed on the device in between)")
     recorder.train_start()  # ---- training: the next line prepares the training data on the device -------
     batches.start()
     model.train()
@@ -281,9 +449,7 @@ def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainS
     for epoch in range(hp["epochs"]):
         recorder.epoch_start(epoch + 1)
         for x, y in batches.epoch(epoch):
-            factor = setup.lr_multiplier(step, total_steps)
-            for group, base in zip(setup.optimizer.param_groups, base_lrs):
-                group["lr"] = base * factor
+            _set_lrs(setup, base_lrs, step, total_steps)
             loss = step_fn(x, y)
             step += 1
             if setup.on_step is not None:
@@ -292,11 +458,14 @@ def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainS
                 raise RuntimeError(f"injected fault on rank {ctx.rank} at step {step} (DAYBREAK_FAULT_INJECT)")
             loss_sum += loss.detach().float()
             loss_count += 1
-            if progress.due(step):
-                mean_loss = mean_loss_since_last_eval()
-                if not math.isfinite(mean_loss):
-                    recorder.train_pause()
-                    return recorder.diverged(step)
+            if progress.shown and progress.due(step):  # a host sync: only when someone is watching
+                if ctx.enabled:  # only rank 0 draws a bar: its own loss, no collective the others would miss
+                    mean_loss = loss_sum.item() / max(loss_count, 1)
+                else:
+                    mean_loss = mean_loss_since_last_eval()
+                    if not math.isfinite(mean_loss):
+                        recorder.train_pause()
+                        return recorder.diverged(step)
                 progress.update(step, epoch=step / steps_per_epoch, loss=mean_loss,
                                 elapsed_s=recorder.timeline.read(headline))
             end_of_epoch = step % steps_per_epoch == 0
@@ -311,15 +480,14 @@ def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainS
                 return recorder.diverged(step)
             recorder.eval_start(step / steps_per_epoch)
             ctx.broadcast_buffers(setup.model)  # every rank evaluates rank 0's weights
-            evaluated = eval_model()
-            metrics = evaluator(evaluated)
+            metrics = evaluator(built.eval_model())
             record = recorder.evaluated(step / steps_per_epoch, step, metrics, mean_loss,
                                         setup.evaluated_model())
             progress.update(step, epoch=record.epoch, loss=mean_loss, elapsed_s=record.elapsed_s,
                             accuracy=record.accuracy)
             loss_sum.zero_()
             loss_count = 0
-            if recorder.result.reached and not spec.full_schedule:
+            if (recorder.result.reached and not spec.full_schedule) or step >= total_steps:
                 progress.close()
                 return None
             recorder.train_start()
@@ -328,3 +496,19 @@ def _train(spec: RunSpec, hp: dict[str, Any], setup: TrainSetup, step_fn: TrainS
         recorder.train_pause()
     progress.close()
     return None
+
+
+def _total_steps(setup: TrainSetup, steps_per_epoch: int, epochs: int) -> int:
+    """``epochs`` whole epochs, or ceil(train_epochs x steps per epoch) for a fractional schedule (airbench's
+    9.9 epochs: 476 steps of 48), never more than the epochs allow."""
+    if setup.train_epochs is None:
+        return steps_per_epoch * epochs
+    return max(1, min(math.ceil(setup.train_epochs * steps_per_epoch - 1e-9), steps_per_epoch * epochs))
+
+
+def _set_lrs(setup: TrainSetup, base_lrs: list[float], step: int, total_steps: int) -> None:
+    """Each group's lr for the next step: its base lr times the recipe's factor (one for all, or one per group)."""
+    factor = setup.lr_multiplier(step, total_steps)
+    factors = [float(factor)] * len(base_lrs) if isinstance(factor, (int, float)) else [float(f) for f in factor]
+    for group, base, f in zip(setup.optimizer.param_groups, base_lrs, factors, strict=True):
+        group["lr"] = base * f

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ConfigDict
 
-from daybreak.config import RunConfig
+from daybreak.config import COMPILE_MODES, DEFAULT_TF32, RunConfig, compile_mode  # noqa: F401 (re-exported)
 from daybreak.errors import ConfigError
 from daybreak.launch import LaunchSpec
 from daybreak.options import to_toml
@@ -49,6 +49,10 @@ class RunSpec(RunConfig):
     scaling: str = ""  # the recipe's rule in words
     price_date: str | None = None
     price_warning: str | None = None
+
+    @property
+    def compiled(self) -> bool:
+        return self.compile != "off"
 
     def task_obj(self) -> Task:
         return get_task(self.task)

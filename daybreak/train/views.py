@@ -43,3 +43,31 @@ class TrainingData:
     def __repr__(self) -> str:
         data = object.__getattribute__(self, "_data")
         return f"TrainingData({type(data).__name__}, {0 if data.train_x is None else len(data.train_x)} training examples)"
+
+
+class SpecData:
+    """What a recipe that ``builds_from_spec`` is handed before the dataset is touched: the class count and the
+    task's InputSpec, no tensors. Reading the training data here is a mistake the recipe's author must fix (move
+    it to ``init_from_data``, or set ``builds_from_spec=False``), so it fails with that advice."""
+
+    __slots__ = ("num_classes", "input_spec", "recipe")
+
+    def __init__(self, num_classes: int, input_spec: Any, recipe: str):
+        object.__setattr__(self, "num_classes", num_classes)
+        object.__setattr__(self, "input_spec", input_spec)
+        object.__setattr__(self, "recipe", recipe)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.input_spec.shape)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"recipe {object.__getattribute__(self, 'recipe')} declares builds_from_spec, so build() "
+                             f"runs before the dataset is loaded and has no {name!r}: compute data statistics in "
+                             "TrainSetup.init_from_data, or set builds_from_spec=False")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("the data a recipe is handed is read-only")
+
+    def __repr__(self) -> str:
+        return f"SpecData({self.num_classes} classes, input {self.input_shape})"

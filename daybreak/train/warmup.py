@@ -1,45 +1,97 @@
-"""The warm-up of a timed run: compile / autotune on the real batches' shapes before the training clock, then
-restore the initial weights (daybreak.train.runner calls it in the ``warmup`` phase)."""
+"""The warm-up of a timed run: compile / autotune on tensors of the real batches' shapes before the clock needs
+them, then put everything back (daybreak.train.runner calls it in the ``warmup`` phase).
+
+Two sources of warm-up tensors:
+
+- ``spec_warmup_data``: before the dataset is touched (recipes that ``builds_from_spec``), synthetic examples of
+  the task's InputSpec, cut into batches by the same batch source and evaluator classes the run then uses on the
+  real data (so the same prepare / augment / index / layout code makes them). The evaluation covers a full
+  ``EVAL_CHUNK`` and a short last chunk, so a compiled model has seen both a fixed and a varying batch size and
+  the real set's own last chunk needs no new compilation (dynamo marks the batch dimension dynamic after the
+  second size; a last chunk of exactly one example would still be specialized).
+- ``data_warmup_batches``: after the data is loaded (the other recipes), zeros made by the batch source itself.
+"""
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from daybreak.data.base import TaskData
 from daybreak.recipes import TrainSetup
-from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches
-from daybreak.tasks.evaluate import evaluate
+from daybreak.tasks.batches import BatchPlan, Evaluator, InMemoryBatches, InMemoryClassification, TrainBatches
+from daybreak.tasks.evaluate import EVAL_CHUNK, evaluate
 from daybreak.train.step import TrainStep
 
+WARMUP_PASSES = 3  # training steps on each warm-up batch: the optimizer's first step differs from later ones
+SHORT_EVAL_CHUNK = 100  # examples in the warm-up's short last evaluation chunk (any size >= 2 other than EVAL_CHUNK)
 
-def warm_up(setup: TrainSetup, step: TrainStep, batches: TrainBatches, evaluator: Evaluator, data: Any,
-             plan: BatchPlan) -> None:
-    """Compile / autotune on tensors of exactly the real batches' shapes, dtypes and memory layouts (from the
-    batch source and evaluator themselves, on synthetic values), then restore the initial weights and optimizer
-    state. Three training steps (the optimizer's first step differs from later ones), then one evaluation."""
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def warm_up(setup: TrainSetup, step: TrainStep, batches: list[Batch], evaluate_once: Callable[[], Any],
+            device: torch.device) -> None:
+    """``WARMUP_PASSES`` training steps on each batch, then one evaluation (``evaluate_once``), then the initial
+    weights, BatchNorm statistics, optimizer state, loss scaler and every random generator are put back: the run
+    that follows is the run it would have been without a warm-up, only without first-call costs."""
     model_state = copy.deepcopy(setup.model.state_dict())
     opt_state = copy.deepcopy(setup.optimizer.state_dict())
-    examples = getattr(batches, "warmup_batches", None)
-    pairs = list(examples()) if examples is not None else fallback_warmup_batches(data, plan)
-    step.model.train()
-    for _ in range(3):
-        for x, y in pairs:
-            step(x, y)
-    eval_model = setup.model if isinstance(step.model, torch.nn.parallel.DistributedDataParallel) else step.model
-    warm_eval = getattr(evaluator, "warm_up", None)
-    if warm_eval is not None:
-        warm_eval(eval_model)
-    else:
-        x, y = pairs[0]
-        evaluate(eval_model, x, y, device=plan.device, amp=plan.amp, predict=setup.predict)
+    with torch.random.fork_rng(devices=_rng_devices(device)):
+        step.model.train()
+        for _ in range(WARMUP_PASSES):
+            for x, y in batches:
+                step(x, y)
+        evaluate_once()
     setup.model.load_state_dict(model_state)
     setup.optimizer.load_state_dict(opt_state)
     setup.optimizer.zero_grad(set_to_none=True)
+    step.scaler = step.backend.grad_scaler()  # the loss scale the warm-up may have moved starts afresh
 
 
-def fallback_warmup_batches(data: Any, plan: BatchPlan) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _rng_devices(device: torch.device) -> list[int]:
+    if device.type == "cuda":
+        return [device.index if device.index is not None else torch.cuda.current_device()]
+    return []
+
+
+def spec_warmup_data(input_spec: Any, num_classes: int, batch_size: int, world_size: int,
+                     full_eval_chunk: bool = True) -> TaskData:
+    """Synthetic examples of ``input_spec`` (values from its range, labels of the task's classes): two full
+    global batches of training data and, per rank, one full evaluation chunk plus a short one (only the short one
+    without ``full_eval_chunk``: eager on a CPU nothing is compiled or autotuned per shape)."""
+    g = torch.Generator().manual_seed(0)
+    x, y = input_spec.example(2 * batch_size * world_size, num_classes, generator=g)
+    per_rank = (EVAL_CHUNK if full_eval_chunk else 0) + SHORT_EVAL_CHUNK
+    ex, ey = input_spec.example(per_rank * world_size, num_classes, generator=g)
+    return TaskData(train_x=x, train_y=y, eval_x=ex, eval_y=ey, num_classes=num_classes, official=False,
+                    source="synthetic examples of the task's InputSpec (warm-up only)")
+
+
+def spec_warmup(data: TaskData, plan: BatchPlan, *, top5: bool) -> tuple[list[Batch], Evaluator]:
+    """One training batch and an evaluator of the in-memory classes on ``data`` (from ``spec_warmup_data``). The
+    batch source is prepared without ``init_from_data``: data statistics belong to the run, on its clock."""
+    batches = InMemoryBatches(data, plan)
+    batches.x = plan.setup.prepare(batches.raw_x)
+    first = next(iter(batches.epoch(0)))
+    return [first], InMemoryClassification(data, plan, top5=top5)
+
+
+def data_warmup(batches: TrainBatches, evaluator: Evaluator, data: Any, plan: BatchPlan,
+                eval_model: Callable[[], torch.nn.Module]) -> tuple[list[Batch], Callable[[], Any]]:
+    """Warm-up batches from the loaded data's batch source (zeros of its exact shapes; the values of the data
+    are not touched) and one evaluation by the evaluator's own ``warm_up`` (or a fallback batch)."""
+    examples = getattr(batches, "warmup_batches", None)
+    pairs = list(examples()) if examples is not None else fallback_warmup_batches(data, plan)
+    warm_eval = getattr(evaluator, "warm_up", None)
+    if warm_eval is not None:
+        return pairs, lambda: warm_eval(eval_model())
+    x, y = pairs[0]
+    return pairs, lambda: evaluate(eval_model(), x, y, device=plan.device, amp=plan.amp, predict=plan.setup.predict)
+
+
+def fallback_warmup_batches(data: Any, plan: BatchPlan) -> list[Batch]:
     """For batch sources without ``warmup_batches``: zeros of the eval inputs' shape at the training batch size."""
     n = max(min(plan.batch_size, len(data.eval_x)), 1)
     raw = torch.zeros((n, *data.eval_x.shape[1:]), dtype=data.eval_x.dtype, device=plan.device)
