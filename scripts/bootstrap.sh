@@ -157,8 +157,10 @@ fi
 TORCH_VERSION="$("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)" \
     || die "torch is not installed in $VENV"
 echo "torch==$TORCH_VERSION" >"$TMP/constraints.txt"
-say "installing daybreak (editable) with its test, loadgen and slurm extras"
-if ! "${PIP[@]}" install --quiet -c "$TMP/constraints.txt" -e ".[test,loadgen,slurm]" >"$TMP/pip.log" 2>&1; then
+EXTRAS="test,loadgen,slurm"
+[ "$GPU" = nvidia ] && EXTRAS="$EXTRAS,energy"  # NVML's energy counter (nvidia-ml-py) where there is a GPU to read
+say "installing daybreak (editable) with its $EXTRAS extras"
+if ! "${PIP[@]}" install --quiet -c "$TMP/constraints.txt" -e ".[$EXTRAS]" >"$TMP/pip.log" 2>&1; then
     cat "$TMP/pip.log" >&2
     die "installing daybreak failed (see pip's messages above); torch was held at $TORCH_VERSION"
 fi
