@@ -215,18 +215,28 @@ def _parity_figures(folder: Path) -> dict[str, Any]:
 # --- running them ------------------------------------------------------------------------------------------------
 
 def parse_only(argv: list[str]) -> str | None:
-    """None if daybreak's own parser accepts ``argv``, else its one-line error."""
+    """None if daybreak's own parser accepts ``argv`` and every run option in it is a valid value (the check a
+    command makes before any work), else its one-line error."""
     import contextlib
     import io
 
     from daybreak.cli import build_parser
+    from daybreak.config import RunConfig
+    from daybreak.errors import DaybreakError
+    from daybreak.options import values_for
 
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            build_parser().parse_args(argv)
+            args = build_parser().parse_args(argv)
     except SystemExit as e:
         return err.getvalue().strip() or f"exit {e.code}"
+    command = getattr(args, "command", None) or ""
+    if RunConfig.options_of(command):
+        try:
+            values_for(RunConfig, args, command)
+        except DaybreakError as e:
+            return f"daybreak: error: {e}"
     return None
 
 

@@ -131,7 +131,8 @@ def test_every_gpu_step_parses_with_daybreaks_own_parser(tmp_path):
             assert gpu_suite.parse_only(step.argv) is None, step.name
             if step.tiny is not None:
                 assert gpu_suite.parse_only(step.tiny) is None, step.name
-    assert "invalid choice" in gpu_suite.parse_only(["run", "--compile", "never"])
+    assert "--compile never: choose one of" in gpu_suite.parse_only(["run", "--compile", "never"])
+    assert "invalid choice" in gpu_suite.parse_only(["rnu"])
 
 
 def test_the_compile_verdict_is_issue_21s_bound():

@@ -179,6 +179,7 @@ def _examples() -> list[str]:
     lines = []
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for block in re.findall(r"```bash\n(.*?)```", readme, re.S):
+        block = re.sub(r"\\\n\s*", " ", block)  # a command continued with a backslash is one command
         lines += [ln.strip() for ln in block.splitlines() if ln.strip().startswith("daybreak ") and " [" not in ln]
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")

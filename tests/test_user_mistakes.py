@@ -133,7 +133,7 @@ MISTAKES: list[tuple[str, int, str]] = [
     ("ab digits --out abx --confidence 1.5", 2, "--confidence 1.5: must be a finite number >= 0.5"),
     ("ab digits --out abx --a-commit HEAD", 2, "--a-commit takes a recipe file"),
     ("repeat digits --runs 2 --out rep --resume", 2, "--resume: rep holds no experiment"),
-    ("repeat digits --runs 2 --out rep --executor nowhere", 2, "--executor nowhere"),
+    ("repeat digits --runs 2 --out rep --executor nowhere", 2, "--executor 'nowhere': choose one of"),
     ("run --config missing.toml", 2, "--config missing.toml: no such file"),
     ("run --config notes.txt", 2, "--config notes.txt: not valid TOML"),
     ("run --target 98", 2, "--target 98: a fraction must be in (0, 1]; for a percent write 98%"),

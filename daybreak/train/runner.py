@@ -32,6 +32,7 @@ from daybreak.records.run import ClockRules, PerformanceSettings, RunResult
 from daybreak.rules import get_rules
 from daybreak.tasks import Task
 from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
+from daybreak.tasks.evaluate import EVAL_CHUNK
 from daybreak.train.clock import Timeline
 from daybreak.train.distributed import Terminated, destroy, init_distributed, injected_fault_step
 from daybreak.train.energy import RunEnergy
@@ -40,7 +41,6 @@ from daybreak.train.run_context import finish_context, static_context
 from daybreak.train.rundir import check_out_dir, default_run_dir
 from daybreak.train.spec import CONFIG_FILE, RunConfig, RunSpec, resolve_run_spec
 from daybreak.train.step import Backend, TrainStep
-from daybreak.train.evaluate import EVAL_CHUNK
 from daybreak.train.views import SpecData, TrainingData
 from daybreak.train.warmup import (SHORT_EVAL_CHUNK, WARMUP_PASSES, compile_count, data_warmup, spec_warmup,
                                    spec_warmup_data, warm_up)
