@@ -1,4 +1,9 @@
-"""Crash-safe file writes: temp file in the same folder + fsync + rename, so readers see old or new, never half."""
+"""Crash-safe file writes: temp file in the same folder + fsync + rename, so readers see old or new, never half.
+
+Modes follow the umask as ``open()`` and ``mkdir`` do (0644 files and 0755 folders under umask 022): the temp files
+and folders that :mod:`tempfile` makes are private (0600/0700) and are opened up to that mode before they are
+renamed into place, so what daybreak writes can be published (a web server serving an export, a shared run folder).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,39 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, IO
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux reports it (``/proc/self/status``); elsewhere
+    set and restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode ``open(path, "w")`` would give a new file: 0666 less the umask."""
+    return 0o666 & ~current_umask()
+
+
+def dir_mode() -> int:
+    """The mode ``mkdir`` would give a new folder: 0777 less the umask."""
+    return 0o777 & ~current_umask()
+
+
+def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
+    """A new uniquely named folder in ``parent`` (to build something in, then rename into place) with the mode
+    ``mkdir`` would give it."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(folder, dir_mode())
+    return folder
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *, durable: bool = True) -> Path:
@@ -19,6 +57,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *,
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()

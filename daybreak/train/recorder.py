@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from daybreak.errors import ConfigError
-from daybreak.fileio import atomic_write_bytes
+from daybreak.fileio import atomic_write_bytes, make_temp_dir
 from daybreak.metrics import get_metric
 from daybreak.pricing import cost_usd
 from daybreak.records.dawnbench import write_dawnbench
@@ -87,7 +87,7 @@ class RunRecorder:
         parent = self.run_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}.", dir=parent))
+            staging = make_temp_dir(parent, prefix=f".{self.run_dir.name}.")
         except OSError as e:
             raise ConfigError(f"--out {self.run_dir}: cannot create the run directory there "
                               f"({e.strerror or type(e).__name__})") from None
