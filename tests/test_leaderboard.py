@@ -91,9 +91,12 @@ def write_pair(folder: Path, name: str, doc: dict, tsv_bytes: bytes | None = Non
 
 
 def test_display_formats_are_dawnbench_s():
-    assert format_hms(0) == "0:00:00"
-    assert format_hms(9.43) == "0:00:09"
-    assert format_hms(59.5) == "0:01:00"
+    assert format_hms(0) == "0:00:00.000"
+    assert format_hms(0.4) == "0:00:00.400"  # sub-second entries show milliseconds (not all 0:00:00)
+    assert format_hms(9.43) == "0:00:09.430"
+    assert format_hms(59.5) == "0:00:59.500"
+    assert format_hms(59.9996) == "0:01:00"
+    assert format_hms(60.4) == "0:01:00"
     assert format_hms(2 * 3600 + 3 * 60 + 4) == "2:03:04"
     assert format_hms(322.69 * 3600) == "322:41:24"  # hours are not wrapped at 24
     assert format_usd(0.004) == "$0.00" and format_usd(1.005) in ("$1.00", "$1.01") and format_usd(7.4318) == "$7.43"
@@ -145,7 +148,7 @@ def test_all_187_real_entries_import(store):
 def test_real_entries_are_read_right(store):
     import_paths(store, [ENTRIES])
     top = leaderboard(store, "cifar10", "train-time", top=1)[0]
-    assert top["display"] == "0:00:09" and top["model"] == "Custom Resnet 9" and top["date"] == "2019-12-11"
+    assert top["display"] == "0:00:09.429" and top["model"] == "Custom Resnet 9" and top["date"] == "2019-12-11"
     assert top["source"].endswith("CIFAR10/train/apple_resnet9_8v100_pytorch.json")
     imagenet = leaderboard(store, "imagenet", "train-time", top=1)[0]
     assert imagenet["display"] == "0:02:38" and imagenet["value"] == pytest.approx(0.043763889 * 3600)
@@ -451,7 +454,7 @@ def test_daybreak_run_directories_import(tmp_path, store):
     report = import_paths(store, [tmp_path / "runs"])
     assert (report.stored, report.skipped) == (2, 0), report.to_json()
     rows = leaderboard(store, "digits", "train-time")
-    assert rows[0]["value"] == 4.0 and rows[0]["display"] == "0:00:04"  # first evaluation >= 98%
+    assert rows[0]["value"] == 4.0 and rows[0]["display"] == "0:00:04.000"  # first evaluation >= 98%
     assert leaderboard(store, "digits", "train-cost")[0]["value"] == pytest.approx(4.0 / 3600 * 3.6)
     assert leaderboard(store, "digits", "latency")[0]["display"] == "1.0000"
     assert leaderboard(store, "digits", "inference-cost")[0]["display"] == "$0.01"

@@ -126,3 +126,80 @@ def test_awkward_text_round_trips(store):
     entry_id, _ = store.add(parse_submission(raw, None, source="src\x00.json", task="cifar10"))
     entry = store.get(entry_id)
     assert entry.model == "Net ✓ 网络" and entry.document["misc"] == doc["misc"] and entry.source == "src.json"
+
+
+def test_every_submission_field_has_its_column_and_round_trips(store):
+    """Entry is derived from Submission: every field is stored (in the column of its name, or as JSON), and what
+    comes back is what went in."""
+    from dataclasses import fields
+
+    from daybreak.leaderboard.store import EMPTY_AS_NULL, STORED_AS_JSON, Entry
+    from daybreak.leaderboard.submission import Submission
+
+    columns = set(Entry.__table__.columns.keys())
+    for f in fields(Submission):
+        assert (STORED_AS_JSON[f.name][0] if f.name in STORED_AS_JSON else f.name) in columns, f.name
+    sub = submission("Fields", 0.5)
+    sub.accelerator, sub.accelerator_count, sub.cpu = "NVIDIA V100", 8, "Intel Xeon E5-2686 v4"
+    sub.framework_name, sub.framework_version, sub.cloud_instance = "PyTorch", "1.0", "p3.16xlarge"
+    sub.code_commit, sub.recipe_sha256 = "ab" * 20, "cd" * 32
+    sub.clock_rules, sub.mlperf_round, sub.division, sub.availability = "mlperf", "v4.0", "closed", "available"
+    entry = store.get(store.add(sub)[0])
+    for f in fields(Submission):
+        if f.name in STORED_AS_JSON or f.name in ("ranked_at", "submitter"):
+            continue
+        sent = getattr(sub, f.name)
+        expected = None if sent == "" and f.name in EMPTY_AS_NULL else sent
+        assert getattr(entry, f.name) == expected, f.name
+    assert entry.document == sub.document and entry.notes == sub.notes and entry.curve == [list(p) for p in sub.curve]
+    assert entry.accelerator_count == 8 and entry.mlperf_round == "v4.0" and entry.code_commit == "ab" * 20
+
+
+def test_a_database_failure_is_one_store_error_on_every_method(tmp_path):
+    """One error wrapper: with the database gone, reads and writes raise StoreError naming the action."""
+    store = Store(f"sqlite:///{tmp_path / 'lb.sqlite'}")
+    store.add(submission("A", 0.5))
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE daybreak_leaderboard_entries")
+        conn.exec_driver_sql("DROP TABLE daybreak_leaderboard_jobs")
+    for call, action in ((lambda: store.get(1), "cannot read"), (lambda: store.count(), "cannot read"),
+                         (lambda: store.ranked("cifar10", "time_to_target_s"), "cannot read"),
+                         (lambda: list(store.iter_entries()), "cannot read"), (lambda: store.jobs(), "cannot read"),
+                         (lambda: store.add(submission("B", 0.25)), "cannot read"),
+                         (lambda: store.enqueue(1), "cannot write to"), (lambda: store.claim_job("w"), "cannot write to"),
+                         (lambda: store.mark_not_reproduced(1), "cannot write to")):
+        with pytest.raises(StoreError) as err:
+            call()
+        assert str(err.value).startswith(action) and "\n" not in str(err.value)
+    store.close()
+
+
+def test_a_version_3_database_gets_the_system_columns_filled_in(tmp_path, capsys):
+    """Schema 4 adds the structured system, attribution and rule-set columns to an older table and fills them in
+    from the stored documents with today's readers."""
+    from sqlalchemy import text as sql
+
+    from daybreak.cli import main
+    from daybreak.leaderboard.store import SYSTEM_COLUMNS
+
+    run = tmp_path / "run"
+    assert main(["run", "--out", str(run), "-q", "--threads", "1"]) == 0
+    url = f"sqlite:///{tmp_path / 'lb.sqlite'}"
+    assert main(["leaderboard", "import", str(run), "--db", url]) == 0
+    capsys.readouterr()
+    with Store(url) as store:
+        store.add(submission("Old DAWNBench entry", 0.5))
+        expected = {e.id: {c: getattr(e, c) for c in SYSTEM_COLUMNS} for e in store.entries()}
+        with store.engine.begin() as conn:
+            for index in ("accelerator", "framework_name"):
+                conn.execute(sql(f"DROP INDEX ix_daybreak_leaderboard_entries_{index}"))
+            for column in (*SYSTEM_COLUMNS, "clock_rules", "mlperf_round", "division", "availability"):
+                conn.execute(sql(f"ALTER TABLE daybreak_leaderboard_entries DROP COLUMN {column}"))
+            conn.execute(sql("UPDATE daybreak_leaderboard_meta SET value = '3' WHERE key = 'schema_version'"))
+    with Store(url) as store:
+        assert store.migrated and "from schema v3 to v4" in store.migrated[0] and "structured systems" in store.migrated[0]
+        entries = store.entries()
+        assert {e.id: {c: getattr(e, c) for c in SYSTEM_COLUMNS} for e in entries} == expected
+        assert all(e.clock_rules == "dawnbench" for e in entries)
+        run_entry = next(e for e in entries if e.source_format == "daybreak.run")
+        assert run_entry.accelerator == "CPU only" and run_entry.recipe_sha256

@@ -71,6 +71,7 @@ class ExternalRecorder:
             return ""
 
     def save(self) -> None:
+        self.result.author, self.result.author_email = self.author() or None, self.config.author_email or None
         self.result.save(self.run_dir)
         write_dawnbench(self.result, self.run_dir, author=self.author(), author_email=self.config.author_email)
         self.external_record().save(self.run_dir)

@@ -30,6 +30,8 @@ from daybreak.leaderboard.submission import (
     accuracy_value, decode_text, number_field, one_line, parse_timestamp, reaches, text_field,
 )
 from daybreak.leaderboard.plausibility import MIN_CLOCK_S
+from daybreak.leaderboard.systems import apply as apply_system
+from daybreak.leaderboard.systems import from_dawnbench
 from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_from_label, task_names
 
 # DAWNBench's submission format requires these (every one of the competition's 118 JSON files has them, none
@@ -275,6 +277,7 @@ def _training(doc: dict, tsv: bytes, task: LeaderboardTask, common: dict, what: 
         curve=[(h, a, e) for h, a, e in zip(hours, accuracies, epochs)],
         tsv_columns=[COLUMNS[c] for c in table.columns], notes=notes, **common,
     )
+    apply_system(sub, from_dawnbench(sub.hardware, sub.framework))
     return sub.finish({"document": doc, "tsv": {"columns": table.columns, "rows": table.rows}})
 
 
@@ -298,4 +301,5 @@ def _inference(doc: dict, task: LeaderboardTask, common: dict, what: str) -> Sub
         kind=KIND_INFERENCE, accuracy=accuracy, accuracy_unit=unit, latency_ms=latency, cost_per_example_usd=cost,
         inference_cost_10k_usd=None if cost is None else cost * 10_000, notes=notes, **common,
     )
+    apply_system(sub, from_dawnbench(sub.hardware, sub.framework))
     return sub.finish({"document": doc})

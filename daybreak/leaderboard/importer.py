@@ -27,7 +27,7 @@ from daybreak.leaderboard.dawnbench_import import parse_dawnbench
 from daybreak.leaderboard.runs_import import is_external, parse_inference, parse_repeat, parse_run
 from daybreak.leaderboard.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN, Submission,
-    SubmissionError, load_json, one_line, printable,
+    SubmissionError, load_json, one_line, printable, text_field,
 )
 
 RUN_FILES = ("result.json", "inference.json")
@@ -344,7 +344,21 @@ def read_found(item: Found, task: str | None = None) -> Submission:
                            what=str(item.json_path), tsv_what=str(item.tsv_path) if item.tsv_path else None)
     if item.run_dir and sub.source_format in (FORMAT_RUN, FORMAT_INFERENCE) and not _external(sub):
         sub.provenance = PROVENANCE_RUN  # the host imports its own run directory
+    if item.run_dir and sub.source_format == FORMAT_RUN and not sub.author:
+        sub.author, sub.author_email = _dawnbench_author(item.json_path.parent)
     return sub
+
+
+def _dawnbench_author(run_dir: Path) -> tuple[str, str]:
+    """(author, e-mail) from a run directory's dawnbench.json: a run recorded before result.json held its
+    ``--author`` has it only there. ("", "") when it cannot be read."""
+    try:
+        doc = load_json(_read(run_dir / "dawnbench.json"), str(run_dir / "dawnbench.json"))
+        author = text_field(doc, "author", "dawnbench.json", required=False)
+        email = text_field(doc, "authorEmail", "dawnbench.json", required=False)
+    except SubmissionError:
+        return "", ""
+    return author, email
 
 
 def _external(sub: Submission) -> bool:

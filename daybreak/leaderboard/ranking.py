@@ -36,9 +36,13 @@ NOT_A_NUMBER = "\u2014"  # what a value that is not a finite number shows (never
 
 
 def format_hms(seconds: float) -> str:
-    """``h:mm:ss`` like DAWNBench (hours not wrapped at 24), rounded to the nearest second."""
+    """``h:mm:ss`` like DAWNBench (hours not wrapped at 24), rounded to the nearest second; below a minute with
+    milliseconds (``0:00:00.412``), so that sub-second entries do not all show ``0:00:00``."""
     if not math.isfinite(seconds):
         return NOT_A_NUMBER
+    if seconds < 59.9995:
+        ms = int(math.floor(seconds * 1000 + 0.5))
+        return f"0:00:{ms // 1000:02d}.{ms % 1000:03d}"
     total = int(math.floor(seconds + 0.5))
     h, rest = divmod(total, 3600)
     m, s = divmod(rest, 60)
@@ -92,6 +96,26 @@ OBJECTIVES: dict[str, Objective] = {
 
 
 ENERGY_OBJECTIVES = ("train-energy", "inference-energy")
+
+
+def unranked_reason(entry: Any, objective: Objective) -> str:
+    """Why ``entry`` has no place on ``objective``'s table, in words true for that objective."""
+    reached = getattr(entry, "time_to_target_s", None) is not None or objective.kind == "inference"
+    if objective.name in ENERGY_OBJECTIVES:
+        for note in getattr(entry, "notes", None) or []:
+            if note.startswith("no energy"):  # the importer's note: "no energy: not ranked on X (why)" or "...: why"
+                why = note[note.index("(") + 1:-1] if note.endswith(")") and "(" in note else note.split(": ", 1)[-1]
+                return f"no energy: {why}"
+        if getattr(entry, "source_format", "") == "dawnbench-v1":
+            return "no energy figure: DAWNBench submissions carry none"
+        if not reached:
+            return "did not reach the target"
+        return "no energy counter was read for it"
+    if not reached:
+        return "did not reach the target"
+    if objective.name in ("train-cost", "inference-cost"):
+        return "no price given"
+    return "no value in the ranked range"
 
 
 def get_objective(name: str) -> Objective:

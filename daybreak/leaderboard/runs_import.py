@@ -16,6 +16,7 @@ is not ranked on those objectives; one whose figures are not physical is refused
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from daybreak.errors import ConfigError
@@ -24,6 +25,8 @@ from daybreak.leaderboard.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
     SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches,
 )
+from daybreak.leaderboard.systems import apply as apply_system
+from daybreak.leaderboard.systems import from_run_document
 from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_names
 
 
@@ -155,7 +158,7 @@ def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreache
         framework=_check_text(run.framework, "framework", what),
         submitted_at=as_naive_utc(run.finished_at or run.started_at), metric=task.metric, target=task.target,
         accuracy=(first or max(run.history, key=lambda h: h.accuracy)).accuracy, accuracy_unit="fraction",
-        document=doc, author="", author_email="", code_url="https://pypi.org/project/daybreak/",
+        document=doc, **attribution(run, what),
         time_to_target_s=seconds, epochs_to_target=None if first is None else first.epoch,
         cost_per_hour=cost_per_hour,
         train_cost_usd=None if cost_per_hour is None or seconds is None else seconds / 3600.0 * cost_per_hour,
@@ -164,7 +167,48 @@ def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreache
         tsv_columns=["epoch", "hours", "accuracy"], notes=notes,
         provenance_detail=EXTERNAL_DETAIL if external else "",
     )
+    apply_system(sub, from_run_document(doc))
     return sub.finish({"document": doc})
+
+
+def attribution(run, what: str) -> dict[str, str]:
+    """Who ran it and what code: the run's ``--author``, its git commit and recipe hash, and a link to that commit
+    when the checkout had a remote on a known host (else the remote's own URL, else no link: the page shows the
+    commit and the recipe hash as text)."""
+    ctx = run.context
+    commit = ctx.git_commit or ""
+    return {"author": _check_text(run.author or "", "author", what),
+            "author_email": _check_text(run.author_email or "", "author_email", what),
+            "code_url": _check_text(code_link(ctx.git_remote, commit), "code_url", what),
+            "code_commit": commit if re.fullmatch(r"[0-9a-f]{7,64}", commit) else "",
+            "recipe_sha256": (ctx.recipe_sha256 or "") if re.fullmatch(r"[0-9a-f]{64}", ctx.recipe_sha256 or "")
+            else ""}
+
+
+_SCP_REMOTE = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]+):(?P<path>[^/][^:]*)$")
+_BROWSE = {"github.com": "{base}/tree/{commit}", "gitlab.com": "{base}/-/tree/{commit}",
+           "bitbucket.org": "{base}/src/{commit}", "codeberg.org": "{base}/src/commit/{commit}"}
+
+
+def code_link(remote: str | None, commit: str) -> str:
+    """A web link to ``commit`` in ``remote`` (``git@github.com:o/r.git`` and ``https://github.com/o/r`` ->
+    ``https://github.com/o/r/tree/COMMIT``); a remote on another host: its https URL as it is; "" otherwise."""
+    if not remote:
+        return ""
+    m = _SCP_REMOTE.match(remote)
+    if m:
+        host, path = m.group("host"), m.group("path")
+    elif remote.startswith(("https://", "http://", "ssh://", "git://")):
+        rest = remote.split("://", 1)[1]
+        hostport, _, path = rest.partition("/")
+        host = hostport.rpartition("@")[2].split(":")[0]
+    else:
+        return ""
+    path = path.strip("/").removesuffix(".git")
+    if host in _BROWSE and path.count("/") >= 1:
+        base = f"https://{host}/{path}"
+        return _BROWSE[host].format(base=base, commit=commit) if commit else base
+    return remote if remote.startswith("https://") else ""
 
 
 def run_summary(run, hours_at: list[float], index: int | None, energy_j: float | None = None,
@@ -284,7 +328,7 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
         submitted_at=max(as_naive_utc(r.finished_at or r.started_at) for r in runs), metric=task.metric,
         target=task.target,
         accuracy=next(p[1] for p in representative["curve"] if reaches(p[1], task.target)),
-        accuracy_unit="fraction", document=document, code_url="https://pypi.org/project/daybreak/",
+        accuracy_unit="fraction", document=document, **attribution(runs[0], what),
         time_to_target_s=score, epochs_to_target=epochs[len(epochs) // 2], cost_per_hour=cost,
         train_cost_usd=None if cost is None else score / 3600.0 * cost,
         train_energy_j=energy, energy_covers=energy_covers if energy is not None else "",
@@ -292,6 +336,7 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
         tsv_columns=["epoch", "hours", "accuracy"], notes=notes,
         runs_n=len(runs), runs_reached=len(times), runs_cv=cv, run_times_s=times,
     )
+    apply_system(sub, from_run_document(run_docs[0][1]))
     return sub.finish({"summary": summary_doc, "runs": [doc for _, doc in run_docs]})
 
 
@@ -371,6 +416,7 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
         cost_per_example_usd=per_example, inference_cost_10k_usd=per_10k, inference_energy_10k_j=energy,
         energy_covers=covers, notes=notes,
     )
+    apply_system(sub, from_run_document(record))
     return sub.finish({"document": doc})
 
 

@@ -21,7 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from daybreak.version import __version__
 from daybreak.fileio import atomic_write_text
 from daybreak.leaderboard.plot import curve_svg
-from daybreak.leaderboard.ranking import OBJECTIVES, Objective, format_hms, leaderboard
+from daybreak.leaderboard.ranking import OBJECTIVES, Objective, format_hms, leaderboard, unranked_reason
 from daybreak.leaderboard.submission import FORMAT_REPEAT, PROVENANCE_SELF
 from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, leaderboard_task
 
@@ -171,11 +171,11 @@ class Site:
             if obj.kind != entry.kind:
                 continue
             if getattr(entry, obj.column) is None:
-                unranked.append(obj.title)
+                unranked.append({"title": obj.title, "reason": unranked_reason(entry, obj)})
                 continue
             found = ranks.get(obj.name) if ranks is not None else self.store.rank_of(entry, obj.column)
             if found is None:
-                unranked.append(obj.title)
+                unranked.append({"title": obj.title, "reason": unranked_reason(entry, obj)})
                 continue
             rank_list.append({"objective": obj, "rank": found[0], "total": found[1],
                               "display": obj.display(getattr(entry, obj.column))})

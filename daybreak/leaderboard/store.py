@@ -14,8 +14,10 @@ statistics) are columns of their own, and every list query selects exactly ``LIS
 page of ten rows reads ten short rows however large the stored documents are.
 
 Schema versions: 1 (daybreak before provenance), 2 (provenance, tie-break date, multi-run statistics,
-reproductions, jobs), 3 (energy: joules to target, joules per 10,000 examples and the kinds they cover). Opening a
-version-1 or version-2 database upgrades it in place (new columns added and filled in from the stored documents,
+reproductions, jobs), 3 (energy: joules to target, joules per 10,000 examples and the kinds they cover), 4 (the
+structured system: accelerator type and count, CPU, framework name and version, cloud instance; attribution: code
+commit and recipe hash; the rule set of the time and an MLPerf entry's round, division and availability). Opening an
+older database upgrades it in place (new columns added and filled in from the stored documents,
 see :meth:`Store._migrate`); a database of a newer version is refused with a one-line message.
 """
 
@@ -24,10 +26,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import (
     Double, DateTime, Index, Integer, String, Text, and_, create_engine, event, func, inspect, or_, select, text,
@@ -46,10 +49,12 @@ from daybreak.leaderboard.submission import (
 
 DB_ENV = "DAYBREAK_DB"
 DB_FILE = "leaderboard.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MAX_RANKED_VALUE = 1e13  # above every bounded objective (time <= 3.6e9 s, cost <= 1e12 USD, energy <= 1e12 J);
 # excludes inf and NaN
 ENERGY_COLUMNS = ("train_energy_j", "inference_energy_10k_j")
+SYSTEM_COLUMNS = ("accelerator", "accelerator_count", "cpu", "framework_name", "framework_version", "cloud_instance",
+                  "code_commit", "recipe_sha256")  # schema 4, filled in from stored documents by _fill_systems
 REBUILD_HINT = ("rebuild it: move the database away and run `daybreak leaderboard import` again on your "
                 "submissions")
 
@@ -111,6 +116,19 @@ class Entry(Base):
     train_energy_j: Mapped[float | None] = mapped_column(Double, nullable=True)  # joules to target (DAWNBench clock)
     inference_energy_10k_j: Mapped[float | None] = mapped_column(Double, nullable=True)  # batch 1, per 10,000
     energy_covers: Mapped[str | None] = mapped_column(String(64), nullable=True)  # e.g. "gpu+cpu_package"
+    # --- schema 4 (added to older tables by _migrate; the system columns filled in from the stored documents) ------
+    accelerator: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
+    accelerator_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cpu: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    framework_name: Mapped[str | None] = mapped_column(String(50), nullable=True, index=True)
+    framework_version: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    cloud_instance: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    code_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    recipe_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    clock_rules: Mapped[str | None] = mapped_column(String(16), nullable=True, default="dawnbench")
+    mlperf_round: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    division: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    availability: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
     @property
     def curve(self) -> list[list[float | None]]:
@@ -165,6 +183,26 @@ class Meta(Base):
 
 
 JOB_ACTIVE = ("queued", "running")
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, allow_nan=False)
+
+
+# Text fields whose "" (not stated) is stored as NULL: older rows have NULL there too (the submitter's NULL also
+# marks a command-line import, which the v1 migration reads).
+EMPTY_AS_NULL = frozenset({"submitter", "energy_covers", "accelerator", "cpu", "framework_name", "framework_version",
+                           "cloud_instance", "code_commit", "recipe_sha256", "mlperf_round", "division",
+                           "availability"})
+
+# Submission fields kept as JSON text: field -> (column, encoder). Every other field has a column of its own name.
+STORED_AS_JSON: dict[str, tuple[str, Callable[[Any], str | None]]] = {
+    "curve": ("curve_json", lambda points: json.dumps([list(p) for p in points], allow_nan=False)),
+    "tsv_columns": ("tsv_columns_json", json.dumps),
+    "document": ("document_json", lambda doc: json.dumps(doc, allow_nan=False)),
+    "notes": ("notes_json", json.dumps),
+    "run_times_s": ("run_times_json", _json_or_none),
+}
 
 # What lists read: everything a ranked row or a badge shows, nothing else (no document, curve or notes).
 LIST_COLUMNS = (
@@ -298,6 +336,27 @@ class Store:
     def _unavailable(self, action: str, err: BaseException) -> StoreError:
         return StoreError(f"cannot {action} {self.display_url}: {_brief(err)}")
 
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A session for reads; any database failure is one StoreError ("cannot read URL: why")."""
+        try:
+            with self._sessions() as session:
+                yield session
+        except SQLAlchemyError as e:
+            raise self._unavailable("read", e) from None
+
+    @contextmanager
+    def _writing(self, *, let: tuple[type[BaseException], ...] = ()) -> Iterator[Any]:
+        """A session in one transaction (committed on leaving, rolled back on an error); any database failure is
+        one StoreError ("cannot write to URL: why"), except the classes in ``let``, which the caller handles."""
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except let:
+            raise
+        except SQLAlchemyError as e:
+            raise self._unavailable("write to", e) from None
+
     # -- schema --------------------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
@@ -350,6 +409,7 @@ class Store:
         quote = dialect.identifier_preparer.quote
         names = {c.name for c in missing}
         from_v1 = "provenance" in names
+        from_version = 1 if from_v1 else 2 if names & set(ENERGY_COLUMNS) else 3
         with self.engine.begin() as conn:
             have = {c["name"] for c in inspect(conn).get_columns(table)}
             for column in missing:
@@ -361,14 +421,43 @@ class Store:
                 self._from_v1(conn)
             if names & set(ENERGY_COLUMNS):
                 self._fill_energy(conn)
+            if names & set(SYSTEM_COLUMNS):
+                self._fill_systems(conn)
         added = {c.name for c in missing}
         for index in Entry.__table__.indexes:
             if {c.name for c in index.columns} & added:
                 index.create(self.engine, checkfirst=True)
         parts = (["provenance, tie-break date, multi-run statistics, reproductions"] if from_v1 else []) + (
-            ["energy"] if names & set(ENERGY_COLUMNS) else [])
-        self.migrated.append(f"upgraded the leaderboard database from schema v{1 if from_v1 else 2} to "
+            ["energy"] if names & set(ENERGY_COLUMNS) else []) + (
+            ["structured systems, attribution, rule set"] if names & set(SYSTEM_COLUMNS) else [])
+        self.migrated.append(f"upgraded the leaderboard database from schema v{from_version} to "
                              f"v{SCHEMA_VERSION} (added {len(missing)} columns: {', '.join(parts) or 'other'})")
+
+    @staticmethod
+    def _fill_systems(conn: Any) -> None:
+        """Schema 4: the structured system and the attribution of every stored entry, read from its stored
+        document with today's readers (daybreak.leaderboard.systems.stored_columns); every entry stored before
+        schema 4 was timed under DAWNBench's clock (daybreak runs and DAWNBench files)."""
+        from daybreak.leaderboard.systems import stored_columns
+
+        conn.execute(update(Entry).where(Entry.clock_rules.is_(None)).values(clock_rules="dawnbench"))
+        last = 0
+        while True:  # 100 documents at a time: bounded memory however large the table
+            rows = conn.execute(select(Entry.id, Entry.source_format, Entry.hardware, Entry.framework,
+                                       Entry.document_json).where(Entry.id > last).order_by(Entry.id)
+                                .limit(100)).all()
+            if not rows:
+                return
+            for entry_id, source_format, hardware, framework, document in rows:
+                last = entry_id
+                try:
+                    values = stored_columns(source_format, json.loads(document), hardware or "", framework or "")
+                except Exception:  # noqa: BLE001 - one odd stored document must not stop the upgrade
+                    continue  # the entry keeps its other columns; its system is shown as the submitted text
+                values = {k: (v[:Entry.__table__.columns[k].type.length] or None) if isinstance(v, str) else v
+                          for k, v in values.items() if k in SYSTEM_COLUMNS}
+                if values:
+                    conn.execute(update(Entry).where(Entry.id == entry_id).values(**values))
 
     @staticmethod
     def _fill_energy(conn: Any) -> None:
@@ -427,29 +516,26 @@ class Store:
     # -- writing -------------------------------------------------------------------------------------------
 
     def _entry(self, sub: Submission) -> Entry:
-        times = sub.run_times_s
-        return Entry(
-            content_hash=sub.content_hash, kind=sub.kind, task=sub.task, source_format=sub.source_format,
-            source=sub.source[:MAX_SOURCE_CHARS], submitter=(sub.submitter or None) and sub.submitter[:100],
-            model=sub.model, hardware=sub.hardware, framework=sub.framework, author=sub.author,
-            author_email=sub.author_email, code_url=sub.code_url, submitted_at=sub.submitted_at,
-            imported_at=now_utc(), metric=sub.metric, target=sub.target,
-            accuracy=sub.accuracy, accuracy_unit=sub.accuracy_unit, time_to_target_s=sub.time_to_target_s,
-            epochs_to_target=sub.epochs_to_target, cost_per_hour=sub.cost_per_hour,
-            train_cost_usd=sub.train_cost_usd, latency_ms=sub.latency_ms,
-            cost_per_example_usd=sub.cost_per_example_usd, inference_cost_10k_usd=sub.inference_cost_10k_usd,
-            train_energy_j=sub.train_energy_j, inference_energy_10k_j=sub.inference_energy_10k_j,
-            energy_covers=sub.energy_covers[:64] or None,
-            curve_json=json.dumps([list(p) for p in sub.curve], allow_nan=False),
-            tsv_columns_json=json.dumps(sub.tsv_columns),
-            document_json=json.dumps(sub.document, allow_nan=False),
-            notes_json=json.dumps(sub.notes),
-            provenance=sub.provenance, provenance_detail=sub.provenance_detail[:300],
-            ranked_at=sub.ranked_at or sub.submitted_at,
-            runs_n=sub.runs_n, runs_reached=sub.runs_reached, runs_cv=sub.runs_cv,
-            run_times_json=None if times is None else json.dumps(times, allow_nan=False),
-            reproduction_of=sub.reproduction_of,
-        )
+        """The row for ``sub``: every Submission field goes to the column of its name (text cut to the column's
+        length, "" stored as NULL for ``EMPTY_AS_NULL``), the structured ones as JSON (``STORED_AS_JSON``);
+        tests/test_leaderboard_store.py checks that every field of Submission has its column."""
+        values: dict[str, Any] = {}
+        for f in fields(Submission):
+            value = getattr(sub, f.name)
+            if f.name in STORED_AS_JSON:
+                column, encode = STORED_AS_JSON[f.name]
+                values[column] = encode(value)
+                continue
+            column_type = Entry.__table__.columns[f.name].type
+            if isinstance(value, str):
+                length = getattr(column_type, "length", None)
+                value = value[:length] if length else value
+                if value == "" and f.name in EMPTY_AS_NULL:
+                    value = None
+            values[f.name] = value
+        values["imported_at"] = now_utc()
+        values["ranked_at"] = sub.ranked_at or sub.submitted_at
+        return Entry(**values)
 
     def add(self, sub: Submission) -> tuple[int, bool]:
         """Store one validated submission in its own transaction -> (entry id, created). Same content twice: one
@@ -464,31 +550,26 @@ class Store:
             return existing, False
         entry = self._entry(sub)
         try:
-            with self._sessions() as session, session.begin():
+            with self._writing(let=(IntegrityError,)) as session:
                 session.add(entry)
             return entry.id, True
         except IntegrityError:
             # another writer stored the same content between our look-up and our insert
             existing = self.find_hash(sub.content_hash)
             if existing is None:
-                raise
+                raise StoreError(f"cannot write to {self.display_url}: the entry broke a constraint of the table")
             self._raise_provenance(existing, sub)
             return existing, False
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
 
     def _raise_provenance(self, entry_id: int, sub: Submission) -> None:
         if sub.provenance == PROVENANCE_SELF:
             return
-        try:
-            with self._sessions() as session, session.begin():
-                current = session.scalar(select(Entry.provenance).where(Entry.id == entry_id))
-                if _prov_rank(sub.provenance) < _prov_rank(current):
-                    session.execute(update(Entry).where(Entry.id == entry_id).values(
-                        provenance=sub.provenance, provenance_detail=sub.provenance_detail[:300],
-                        ranked_at=sub.ranked_at or sub.submitted_at))
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            current = session.scalar(select(Entry.provenance).where(Entry.id == entry_id))
+            if _prov_rank(sub.provenance) < _prov_rank(current):
+                session.execute(update(Entry).where(Entry.id == entry_id).values(
+                    provenance=sub.provenance, provenance_detail=sub.provenance_detail[:300],
+                    ranked_at=sub.ranked_at or sub.submitted_at))
 
     def add_reproduction(self, original_id: int, sub: Submission) -> int:
         """Store a host reproduction of ``original_id`` as its own row linked to it, and mark the original
@@ -496,78 +577,60 @@ class Store:
         sub.provenance = PROVENANCE_REPRODUCED
         sub.reproduction_of = original_id
         sub.check_numbers()
-        try:
-            with self._sessions() as session, session.begin():
-                original = session.get(Entry, original_id)
-                if original is None:
-                    raise StoreError(f"entry {original_id} is gone")
-                existing = session.scalar(select(Entry.id).where(Entry.content_hash == sub.content_hash))
-                if existing is not None:
-                    return existing
-                entry = self._entry(sub)
-                session.add(entry)
-                session.flush()
-                if sub.time_to_target_s is not None:
-                    original.provenance = PROVENANCE_REPRODUCED
-                    original.reproduced_by = entry.id
-                    original.reproduction_status = "reproduced"
-                    if original.time_to_target_s:
-                        original.reproduction_ratio = sub.time_to_target_s / original.time_to_target_s
-                    original.provenance_detail = (f"reproduced by the host as entry {entry.id}" +
-                                                  (f"; was: {original.provenance_detail}"
-                                                   if original.provenance_detail else ""))[:300]
-                    entry.reproduction_ratio = original.reproduction_ratio
-                elif original.reproduction_status != "reproduced":
-                    original.reproduction_status = "not-reproduced"
-                entry.provenance_detail = f"the host's reproduction of entry {original_id}"
-            return entry.id
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            original = session.get(Entry, original_id)
+            if original is None:
+                raise StoreError(f"entry {original_id} is gone")
+            existing = session.scalar(select(Entry.id).where(Entry.content_hash == sub.content_hash))
+            if existing is not None:
+                return existing
+            entry = self._entry(sub)
+            session.add(entry)
+            session.flush()
+            if sub.time_to_target_s is not None:
+                original.provenance = PROVENANCE_REPRODUCED
+                original.reproduced_by = entry.id
+                original.reproduction_status = "reproduced"
+                if original.time_to_target_s:
+                    original.reproduction_ratio = sub.time_to_target_s / original.time_to_target_s
+                original.provenance_detail = (f"reproduced by the host as entry {entry.id}" +
+                                              (f"; was: {original.provenance_detail}"
+                                               if original.provenance_detail else ""))[:300]
+                entry.reproduction_ratio = original.reproduction_ratio
+            elif original.reproduction_status != "reproduced":
+                original.reproduction_status = "not-reproduced"
+            entry.provenance_detail = f"the host's reproduction of entry {original_id}"
+        return entry.id
 
     def mark_not_reproduced(self, entry_id: int) -> None:
         """A reproduction that did not reach the target (and stored no row): the original says so, unless an
         earlier reproduction did reach it."""
-        try:
-            with self._sessions() as session, session.begin():
-                session.execute(update(Entry).where(Entry.id == entry_id, or_(
-                    Entry.reproduction_status.is_(None), Entry.reproduction_status != "reproduced"))
-                    .values(reproduction_status="not-reproduced"))
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            session.execute(update(Entry).where(Entry.id == entry_id, or_(
+                Entry.reproduction_status.is_(None), Entry.reproduction_status != "reproduced"))
+                .values(reproduction_status="not-reproduced"))
 
     # -- reading -------------------------------------------------------------------------------------------
 
-    def _read(self):
-        return self._sessions()
-
     def find_hash(self, content_hash: str) -> int | None:
-        try:
-            with self._read() as session:
-                return session.scalar(select(Entry.id).where(Entry.content_hash == content_hash))
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            return session.scalar(select(Entry.id).where(Entry.content_hash == content_hash))
 
     def get(self, entry_id: int) -> Entry | None:
         """One whole entry (its document included)."""
-        try:
-            with self._read() as session:
-                return session.get(Entry, entry_id)
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            return session.get(Entry, entry_id)
 
     def count(self, task: str | None = None) -> int:
-        try:
-            with self._read() as session:
-                q = select(func.count(Entry.id))
-                if task is not None:
-                    q = q.where(Entry.task == task)
-                return int(session.scalar(q) or 0)
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            q = select(func.count(Entry.id))
+            if task is not None:
+                q = q.where(Entry.task == task)
+            return int(session.scalar(q) or 0)
 
     def entries(self, task: str | None = None) -> list[Entry]:
         """Every whole entry (documents included): for tests and small databases; lists use ``ranked``."""
-        with self._read() as session:
+        with self._reading() as session:
             q = select(Entry).order_by(Entry.id)
             if task is not None:
                 q = q.where(Entry.task == task)
@@ -577,11 +640,8 @@ class Store:
         """Every whole entry in id order, ``batch`` rows per query (bounded memory, one pass)."""
         last = 0
         while True:
-            try:
-                with self._read() as session:
-                    rows = list(session.scalars(select(Entry).where(Entry.id > last).order_by(Entry.id).limit(batch)))
-            except SQLAlchemyError as e:
-                raise self._unavailable("read", e) from None
+            with self._reading() as session:
+                rows = list(session.scalars(select(Entry).where(Entry.id > last).order_by(Entry.id).limit(batch)))
             if not rows:
                 return
             yield from rows
@@ -599,25 +659,19 @@ class Store:
         """Rows of ``task`` with a value in ``column`` (LIST_COLUMNS only), best (smallest) first; ties: the earlier
         submission (``ranked_at``), then the entry stored first."""
         attr, where = self._ranked_filter(task, column, provenance)
-        try:
-            with self._read() as session:
-                q = (select(*_LIST).where(where)
-                     .order_by(attr.asc(), Entry.ranked_at.asc(), Entry.id.asc()))
-                if limit is not None:
-                    q = q.limit(limit)
-                if offset:
-                    q = q.offset(offset)
-                return [Ranked(e, getattr(e, column)) for e in map(_row, session.execute(q))]
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            q = (select(*_LIST).where(where)
+                 .order_by(attr.asc(), Entry.ranked_at.asc(), Entry.id.asc()))
+            if limit is not None:
+                q = q.limit(limit)
+            if offset:
+                q = q.offset(offset)
+            return [Ranked(e, getattr(e, column)) for e in map(_row, session.execute(q))]
 
     def count_ranked(self, task: str, column: str, provenance: Sequence[str] | None = None) -> int:
         _attr, where = self._ranked_filter(task, column, provenance)
-        try:
-            with self._read() as session:
-                return int(session.scalar(select(func.count(Entry.id)).where(where)) or 0)
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            return int(session.scalar(select(func.count(Entry.id)).where(where)) or 0)
 
     def rank_of(self, entry: Any, column: str, provenance: Sequence[str] | None = None) -> tuple[int, int] | None:
         """(rank, total) of ``entry`` on ``column`` by two COUNT queries; None if it is not ranked there."""
@@ -628,114 +682,87 @@ class Store:
         when = entry.ranked_at or entry.submitted_at
         before = or_(attr < value, and_(attr == value, or_(Entry.ranked_at < when,
                                                             and_(Entry.ranked_at == when, Entry.id < entry.id))))
-        try:
-            with self._read() as session:
-                ahead = int(session.scalar(select(func.count(Entry.id)).where(where, before)) or 0)
-                total = int(session.scalar(select(func.count(Entry.id)).where(where)) or 0)
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            ahead = int(session.scalar(select(func.count(Entry.id)).where(where, before)) or 0)
+            total = int(session.scalar(select(func.count(Entry.id)).where(where)) or 0)
         return ahead + 1, total
 
     def list_rows(self, ids: Sequence[int]) -> list[SimpleNamespace]:
         if not ids:
             return []
-        try:
-            with self._read() as session:
-                return [_row(r) for r in session.execute(select(*_LIST).where(Entry.id.in_(list(ids)))
-                                                         .order_by(Entry.id))]
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            return [_row(r) for r in session.execute(select(*_LIST).where(Entry.id.in_(list(ids)))
+                                                     .order_by(Entry.id))]
 
     def reproductions_of(self, entry_id: int) -> list[SimpleNamespace]:
-        try:
-            with self._read() as session:
-                return [_row(r) for r in session.execute(select(*_LIST).where(Entry.reproduction_of == entry_id)
-                                                         .order_by(Entry.id))]
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            return [_row(r) for r in session.execute(select(*_LIST).where(Entry.reproduction_of == entry_id)
+                                                     .order_by(Entry.id))]
 
     def all_reproductions(self) -> dict[int, list[SimpleNamespace]]:
         """original id -> its reproduction rows (one query; for the static export)."""
         out: dict[int, list[SimpleNamespace]] = {}
-        with self._read() as session:
+        with self._reading() as session:
             for r in session.execute(select(*_LIST).where(Entry.reproduction_of.is_not(None)).order_by(Entry.id)):
                 row = _row(r)
                 out.setdefault(row.reproduction_of, []).append(row)
         return out
 
     def iter_ids(self) -> Iterator[int]:
-        with self._read() as session:
+        with self._reading() as session:
             yield from session.scalars(select(Entry.id).order_by(Entry.id))
 
     # -- reproduction jobs -----------------------------------------------------------------------------------
 
     def enqueue(self, entry_id: int, requested_by: str = "") -> tuple[Job, bool]:
         """Queue a reproduction of ``entry_id`` -> (job, created); an active job of the entry is returned as is."""
-        try:
-            with self._sessions() as session, session.begin():
-                active = session.scalar(select(Job).where(Job.entry_id == entry_id, Job.status.in_(JOB_ACTIVE))
-                                        .order_by(Job.id).limit(1))
-                if active is not None:
-                    return active, False
-                job = Job(entry_id=entry_id, status="queued", reason="", requested_by=requested_by[:100],
-                          created_at=now_utc(), attempts=0, worker="", run_dir="")
-                session.add(job)
-            return job, True
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            active = session.scalar(select(Job).where(Job.entry_id == entry_id, Job.status.in_(JOB_ACTIVE))
+                                    .order_by(Job.id).limit(1))
+            if active is not None:
+                return active, False
+            job = Job(entry_id=entry_id, status="queued", reason="", requested_by=requested_by[:100],
+                      created_at=now_utc(), attempts=0, worker="", run_dir="")
+            session.add(job)
+        return job, True
 
     def get_job(self, job_id: int) -> Job | None:
-        try:
-            with self._read() as session:
-                return session.get(Job, job_id)
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            return session.get(Job, job_id)
 
     def jobs(self, entry_id: int | None = None, status: str | None = None, limit: int = 100) -> list[Job]:
-        try:
-            with self._read() as session:
-                q = select(Job).order_by(Job.id.desc()).limit(limit)
-                if entry_id is not None:
-                    q = q.where(Job.entry_id == entry_id)
-                if status is not None:
-                    q = q.where(Job.status == status)
-                return list(session.scalars(q))
-        except SQLAlchemyError as e:
-            raise self._unavailable("read", e) from None
+        with self._reading() as session:
+            q = select(Job).order_by(Job.id.desc()).limit(limit)
+            if entry_id is not None:
+                q = q.where(Job.entry_id == entry_id)
+            if status is not None:
+                q = q.where(Job.status == status)
+            return list(session.scalars(q))
 
     def claim_job(self, worker: str) -> Job | None:
         """The oldest queued job, marked running for ``worker`` (an atomic compare-and-set: two workers never
         claim the same job) -> the job, or None when nothing is queued."""
         for _ in range(20):
-            try:
-                with self._sessions() as session, session.begin():
-                    job_id = session.scalar(select(Job.id).where(Job.status == "queued").order_by(Job.id).limit(1))
-                    if job_id is None:
-                        return None
-                    now = now_utc()
-                    done = session.execute(update(Job).where(Job.id == job_id, Job.status == "queued").values(
-                        status="running", started_at=now, heartbeat_at=now, worker=worker[:200],
-                        attempts=Job.attempts + 1))
-                    if done.rowcount == 1:
-                        return session.get(Job, job_id)
-            except SQLAlchemyError as e:
-                raise self._unavailable("write to", e) from None
+            with self._writing() as session:
+                job_id = session.scalar(select(Job.id).where(Job.status == "queued").order_by(Job.id).limit(1))
+                if job_id is None:
+                    return None
+                now = now_utc()
+                done = session.execute(update(Job).where(Job.id == job_id, Job.status == "queued").values(
+                    status="running", started_at=now, heartbeat_at=now, worker=worker[:200],
+                    attempts=Job.attempts + 1))
+                if done.rowcount == 1:
+                    return session.get(Job, job_id)
         return None
 
     def heartbeat(self, job_id: int) -> None:
-        try:
-            with self._sessions() as session, session.begin():
-                session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
-                                .values(heartbeat_at=now_utc()))
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
+                            .values(heartbeat_at=now_utc()))
 
     def update_job(self, job_id: int, **values: Any) -> None:
-        try:
-            with self._sessions() as session, session.begin():
-                session.execute(update(Job).where(Job.id == job_id).values(**values))
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            session.execute(update(Job).where(Job.id == job_id).values(**values))
 
     def finish_job(self, job_id: int, status: str, reason: str = "", result_entry_id: int | None = None) -> None:
         self.update_job(job_id, status=status, reason=one_line(reason, 1000), result_entry_id=result_entry_id,
@@ -746,20 +773,17 @@ class Store:
         ``max_attempts`` -> [(job id, new status)]."""
         limit = now_utc() - timedelta(seconds=stale_after_s)
         out = []
-        try:
-            with self._sessions() as session, session.begin():
-                stale = list(session.scalars(select(Job).where(Job.status == "running", or_(
-                    Job.heartbeat_at.is_(None), Job.heartbeat_at < limit))))
-                for job in stale:
-                    if job.attempts >= max_attempts:
-                        job.status, job.finished_at = "failed", now_utc()
-                        job.reason = (f"the worker stopped during this job {job.attempts} times (last: "
-                                      f"{job.worker}); not retried")
-                    else:
-                        job.status, job.reason = "queued", f"requeued: worker {job.worker} stopped during the job"
-                    out.append((job.id, job.status))
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            stale = list(session.scalars(select(Job).where(Job.status == "running", or_(
+                Job.heartbeat_at.is_(None), Job.heartbeat_at < limit))))
+            for job in stale:
+                if job.attempts >= max_attempts:
+                    job.status, job.finished_at = "failed", now_utc()
+                    job.reason = (f"the worker stopped during this job {job.attempts} times (last: "
+                                  f"{job.worker}); not retried")
+                else:
+                    job.status, job.reason = "queued", f"requeued: worker {job.worker} stopped during the job"
+                out.append((job.id, job.status))
         return out
 
     def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
@@ -768,27 +792,21 @@ class Store:
         key = f"lease:{name}"[:64]
         now = now_utc()
         try:
-            try:
-                with self._sessions() as session, session.begin():
-                    if session.get(Meta, key) is None:
-                        session.add(Meta(key=key, value="", updated_at=now - timedelta(seconds=ttl_s + 1)))
-            except IntegrityError:
-                pass  # another worker created it first
-            with self._sessions() as session, session.begin():
-                done = session.execute(update(Meta).where(Meta.key == key, or_(
-                    Meta.value == holder, Meta.value == "", Meta.updated_at < now - timedelta(seconds=ttl_s)))
-                    .values(value=holder[:400], updated_at=now))
-                return done.rowcount == 1
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+            with self._writing(let=(IntegrityError,)) as session:
+                if session.get(Meta, key) is None:
+                    session.add(Meta(key=key, value="", updated_at=now - timedelta(seconds=ttl_s + 1)))
+        except IntegrityError:
+            pass  # another worker created it first
+        with self._writing() as session:
+            done = session.execute(update(Meta).where(Meta.key == key, or_(
+                Meta.value == holder, Meta.value == "", Meta.updated_at < now - timedelta(seconds=ttl_s)))
+                .values(value=holder[:400], updated_at=now))
+            return done.rowcount == 1
 
     def release_lease(self, name: str, holder: str) -> None:
         key = f"lease:{name}"[:64]
-        try:
-            with self._sessions() as session, session.begin():
-                session.execute(update(Meta).where(Meta.key == key, Meta.value == holder).values(value=""))
-        except SQLAlchemyError as e:
-            raise self._unavailable("write to", e) from None
+        with self._writing() as session:
+            session.execute(update(Meta).where(Meta.key == key, Meta.value == holder).values(value=""))
 
     def close(self) -> None:
         self.engine.dispose()

@@ -103,6 +103,25 @@ class Submission:
     runs_cv: float | None = None
     run_times_s: list[float] | None = None  # DAWNBench-clock times of the runs that reached the target
     reproduction_of: int | None = None  # a host reproduction: the entry it re-ran
+    # The system, structured (schema 4; the submitted free text stays in ``hardware``): filled by each reader from
+    # what its format states (daybreak's recorded system, MLPerf's systems/*.json) or parsed from DAWNBench's free
+    # text (daybreak.leaderboard.systems). "" / None: not stated.
+    accelerator: str = ""  # "NVIDIA V100", "Google TPU v3", "CPU" (no accelerator)
+    accelerator_count: int | None = None  # accelerators in the whole system (all nodes)
+    cpu: str = ""  # "Intel Xeon E5-2686 v4", "2-core AMD EPYC"
+    framework_name: str = ""  # "PyTorch", "TensorFlow", "MXNet", ...
+    framework_version: str = ""  # "2.13.0", "1.8" ("" when the submission does not say)
+    cloud_instance: str = ""  # "p3.16xlarge", "gcp-g2-standard-4" ("" when not a named cloud instance)
+    # Attribution (schema 4): the code that ran, when the record knows it.
+    code_commit: str = ""  # git commit of the code (daybreak runs: the checkout the run started from)
+    recipe_sha256: str = ""  # SHA-256 of the recipe file that ran (daybreak runs)
+    # Which benchmark and rules the time follows (schema 4): "dawnbench" (DAWNBench v1's clock: daybreak runs and
+    # DAWNBench files) or "mlperf" (MLPerf Training's run_start..run_stop: import-mlperf); an MLPerf entry's round
+    # ("v4.0"), division ("closed"/"open") and availability ("available", "preview", "rdi").
+    clock_rules: str = "dawnbench"
+    mlperf_round: str = ""
+    division: str = ""
+    availability: str = ""
 
     def finish(self, hashed: dict[str, Any]) -> "Submission":
         """Set the content hash from the normalized content (so CRLF/spacing variants of a file are the same),

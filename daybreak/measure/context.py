@@ -103,6 +103,33 @@ def git_state(path: str | Path) -> tuple[str | None, bool | None]:
         return None, None
 
 
+def git_remote(path: str | Path) -> str | None:
+    """The URL of the remote (``origin``, else the first one) of the git work tree holding ``path``, with any
+    user name, password or token taken out of it; None without a remote or outside a work tree."""
+    folder = Path(path).resolve()
+    folder = folder if folder.is_dir() else folder.parent
+    try:
+        names = subprocess.run(["git", "-C", str(folder), "remote"], capture_output=True, text=True, timeout=5)
+        remotes = names.stdout.split() if names.returncode == 0 else []
+        if not remotes:
+            return None
+        name = "origin" if "origin" in remotes else remotes[0]
+        url = subprocess.run(["git", "-C", str(folder), "remote", "get-url", name], capture_output=True, text=True,
+                             timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return without_credentials(url.stdout.strip()) if url.returncode == 0 and url.stdout.strip() else None
+
+
+def without_credentials(url: str) -> str:
+    """``https://user:token@host/path`` -> ``https://host/path`` (scp-style ``git@host:path`` is kept: no secret)."""
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    host, sep, path = rest.partition("/")
+    return f"{scheme}://{host.rpartition('@')[2]}{sep}{path}"
+
+
 def file_sha256(path: str | Path) -> str | None:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()

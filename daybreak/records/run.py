@@ -85,6 +85,7 @@ class MeasurementContext(BaseModel):
     interop_threads: int | None = None
     git_commit: str | None = None  # the code that defined the recipe
     git_dirty: bool | None = None
+    git_remote: str | None = None  # the work tree's remote (origin) URL, credentials removed; None without one
     packages: dict[str, str] = Field(default_factory=dict)  # torch, CUDA, cuDNN, numpy, daybreak, ...
     recipe_file: str | None = None
     recipe_sha256: str | None = None
@@ -192,6 +193,8 @@ class RunResult(Record):
     finished_at: datetime | None = None
     command: list[str] = Field(default_factory=list)
     checkpoint: str | None = None  # file name in the run dir of the model at first target reach
+    author: str | None = None  # --author (as in dawnbench.json): who ran it, for the leaderboard
+    author_email: str | None = None
 
     @field_validator("compile", mode="before")
     @classmethod

@@ -7,7 +7,7 @@ import inspect
 
 import torch
 
-from daybreak.measure.context import ContextSampler, file_sha256, git_state, package_versions
+from daybreak.measure.context import ContextSampler, file_sha256, git_remote, git_state, package_versions
 from daybreak.recipes import Recipe
 from daybreak.records.run import MeasurementContext
 from daybreak.train.recorder import RunRecorder
@@ -23,7 +23,8 @@ def static_context(recipe: Recipe, spec: RunSpec) -> MeasurementContext:
         except TypeError:
             recipe_file = None
     commit, dirty = git_state(recipe_file) if recipe_file else (None, None)
-    return MeasurementContext(git_commit=commit, git_dirty=dirty, packages=package_versions(),
+    return MeasurementContext(git_commit=commit, git_dirty=dirty,
+                              git_remote=git_remote(recipe_file) if commit else None, packages=package_versions(),
                               recipe_file=recipe_file, recipe_sha256=file_sha256(recipe_file) if recipe_file else None,
                               threads_used=torch.get_num_threads(), interop_threads=torch.get_num_interop_threads())
 

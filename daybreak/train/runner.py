@@ -112,6 +112,7 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
         eval_every_steps=spec.eval_every_steps, cost_per_hour=spec.cost_per_hour, instance=spec.instance,
         price_date=spec.price_date, clock=_clock_rules(spec.rules), rules=spec.rules,
         context=static_context(recipe, spec), system=system_info(), started_at=started_at, command=spec.command,
+        author=spec.author or None, author_email=spec.author_email or None,
     )
     if spec.price_warning:
         result.warnings.append(spec.price_warning)
