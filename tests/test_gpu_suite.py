@@ -99,6 +99,7 @@ def test_airbench_format_data_and_table_parsing(cifar, tmp_path):
     assert airbench_parity.per_epoch(cumulative) == [1.25, 0.75]
 
 
+@pytest.mark.slow  # two full cifar10-recipe schedules on the CPU: about 2 minutes
 def test_parity_runs_both_loops_interleaved_and_reports_the_ratio(cifar, stand_in, tmp_path, capsys):
     out = tmp_path / "parity"
     code = airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--repeats", "2",
