@@ -73,3 +73,37 @@ def test_a_local_trial_past_its_time_limit_is_ended_and_says_why(tmp_path):
     [outcome] = LocalExecutor().run([trial])
     assert outcome.exit_code not in (0, None) and "time limit" in outcome.error
     assert outcome.finished_at - outcome.started_at < 30
+
+
+@needs_submitit
+def test_a_leaderboard_reproduction_runs_through_the_slurm_code_path(tmp_path, capsys):
+    """`leaderboard reproduce --executor slurm` (submitit-local without a cluster): the entry's run is a trial of the
+    same executors as the experiments', and the reproduction is stored and linked."""
+    from daybreak.leaderboard.store import Store
+
+    run = tmp_path / "run"
+    assert main(["run", "--out", str(run), "-q", "--threads", "1"]) == 0
+    url = f"sqlite:///{tmp_path / 'lb.sqlite'}"
+    assert main(["leaderboard", "import", str(run), "--db", url, "-q"]) == 0
+    executor = ["--executor", "slurm", "--slurm-partition", SLURM_PARTITION] if SLURM_PARTITION else \
+        ["--executor", "submitit-local"]
+    code = main(["leaderboard", "reproduce", "1", "--db", url, "--work-dir", str(tmp_path / "w"), *executor])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "entry 1: reproduced: entry 2 reached the target" in out.out
+    folder = next((tmp_path / "w").iterdir())
+    assert (folder / "slurm").is_dir() and RunResult.load(folder / "run").status == "reached"
+    with Store(url) as store:
+        assert store.get(1).reproduction_status == "reproduced" and store.get(2).reproduction_of == 1
+    assert main(["leaderboard", "reproduce", "1", "--db", url, "--slurm-time-min", "5"]) == 2  # needs --executor slurm
+    assert "--slurm-time-min applies to --executor slurm" in capsys.readouterr().err
+
+
+@needs_slurm
+def test_a_lesion_runs_its_arms_as_one_slurm_job_array(tmp_path):
+    out = tmp_path / "les"
+    assert main(["lesion", "digits", "--without", "augment", "--runs", "2", "--threads", "1",
+                 "--out", str(out), "--executor", "slurm", "--slurm-partition", SLURM_PARTITION]) == 0
+    exp = Experiment.load(out)
+    assert exp.executor["executor"] == "slurm" and len(exp.trials) == 4 and all(t.host for t in exp.trials)
+    assert [t.arm for t in exp.trials][:2] != [exp.trials[0].arm] * 2  # arms interleaved, not all of one first

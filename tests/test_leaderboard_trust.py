@@ -1095,7 +1095,7 @@ def test_worker_and_reproduce_commands(tmp_path, capsys, digits_run):
                            "--work-dir", str(tmp_path / "w"), "--timeout", "1"], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "job 1: failed: the run took longer than the 1 s limit" in proc.stderr
+    assert "job 1: failed: run 1/1 took longer than the 1 s limit and was stopped" in proc.stderr
     assert "worker finished 1 job(s)" in proc.stderr
 
 

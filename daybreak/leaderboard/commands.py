@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from daybreak.errors import ConfigError
+from daybreak.executors import ExecutorOptions
 from daybreak.options import HelpFormatter
 
 DB_HELP = ("database URL (sqlite:///FILE, postgresql+psycopg://USER:PASS@HOST/DB) or a SQLite file path; "
@@ -17,7 +18,7 @@ DB_HELP = ("database URL (sqlite:///FILE, postgresql+psycopg://USER:PASS@HOST/DB
 def register(sub: argparse._SubParsersAction) -> None:
     from daybreak.config import RunConfig
     from daybreak.leaderboard.ranking import OBJECTIVES
-    from daybreak.options import add_flags
+    from daybreak.options import add_dataclass_flags, add_flags
 
     p = sub.add_parser(
         "leaderboard",
@@ -99,6 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="stop a run that takes longer than this (default: 4 hours)")
     add_flags(r, RunConfig, "reproduce")
+    add_dataclass_flags(r, ExecutorOptions, "where the runs go (--executor slurm: one job array per reproduction)")
     r.set_defaults(func=cmd_reproduce)
 
     w = lsub.add_parser(
@@ -117,6 +119,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--stale-after", type=float, default=120.0, metavar="S",
                    help="a running job without a heartbeat for this long is the job of a stopped worker")
     w.add_argument("--max-attempts", type=int, default=2, metavar="N", help="attempts of a job whose worker stopped")
+    add_dataclass_flags(w, ExecutorOptions, "where each job's runs go (--executor slurm: one job array per "
+                                            "reproduction; the worker waits for it)")
     w.set_defaults(func=cmd_worker)
 
     e = lsub.add_parser("export", help="write the web pages as a static site",
@@ -271,6 +275,16 @@ def _price(args: argparse.Namespace) -> float | None:
     return values_for(RunConfig, args, "reproduce")["cost_per_hour"]
 
 
+def _executor(args: argparse.Namespace):
+    """The executor options given (checked now: a bad one is one line before anything runs)."""
+    from daybreak.executors import check_options
+    from daybreak.options import dataclass_from_args
+
+    executor = dataclass_from_args(ExecutorOptions, args)
+    check_options(executor)
+    return executor
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
     from daybreak.leaderboard.store import Store
@@ -278,6 +292,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     entry_id = _entry_id(args.entry)
     if args.timeout is not None and not args.timeout > 0:
         raise ConfigError("--timeout must be greater than 0")
+    executor = _executor(args)
     with Store(args.db) as store:
         _say_migrated(store)
         entry = store.get(entry_id)
@@ -294,7 +309,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             return 0
         try:
             outcome = reproduce(store, entry_id, work_dir=_work_dir(args.work_dir),
-                                timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=_price(args))
+                                timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=_price(args),
+                                executor=executor)
         except ReproduceError as e:
             print(f"daybreak: reproduction of entry {entry_id} failed: {e}", file=sys.stderr)
             return 1
@@ -320,7 +336,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     options = WorkerOptions(work_dir=_work_dir(args.work_dir), poll_s=args.poll, once=args.once,
                             timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=_price(args),
                             stale_after_s=args.stale_after, heartbeat_s=max(0.5, min(15.0, args.stale_after / 4)),
-                            max_attempts=args.max_attempts)
+                            max_attempts=args.max_attempts, executor=_executor(args))
     with Store(args.db) as store:
         _say_migrated(store)
         print(f"daybreak: reproduction worker on {store.display_url} (run directories under {options.work_dir})",

@@ -6,8 +6,9 @@ the server's ``POST /api/entries/{id}/reproduce`` or ``reproduce --queue``) both
 An entry can be reproduced when it names a daybreak task and recipe: a ``daybreak.run`` record (not one of an
 external program timed by ``daybreak time``) or a ``daybreak.repeat`` multi-run entry. Its recorded configuration
 is re-run on the host's hardware, each run as ``daybreak run TASK --recipe R --set k=v ... --seed S --rules RULES
---nproc-per-node N --out DIR`` in a child process of its own (its own session: a time limit ends it and all its
-children), with the host's official data (never custom data, never a file path from the record: an
+--nproc-per-node N --out DIR``, a fresh process started by the experiment executors (daybreak.executors:
+``--executor local``, its own process group, a time limit ends it and all its children; or ``slurm``, one job
+array per reproduction), with the host's official data (never custom data, never a file path from the record: an
 ``init_from`` hyperparameter is refused). A multi-run entry re-runs every one of its seeds.
 
 The reproduction is stored as its own entry (provenance ``reproduced``, linked to the original). When it reaches
@@ -30,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from daybreak.errors import DaybreakError
-from daybreak.processes import end_process_group
+from daybreak.executors import ExecutorOptions
 from daybreak.leaderboard.reproduce_plan import ReproduceError, plan_for
 from daybreak.leaderboard.submission import SubmissionError, printable
 from daybreak.text import one_line
@@ -72,29 +72,41 @@ def _log_tail(path: Path, lines: int = 5) -> str:
     return one_line(printable(" | ".join(tail)), 400)
 
 
-def _run_child(cmd: list[str], out: Path, timeout_s: float, log: Callable[[str], None]) -> int:
-    """Run one ``daybreak run`` in its own session, output to ``out``.log; past ``timeout_s`` the whole group is
-    ended (SIGTERM, then SIGKILL). Returns the exit status."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log_path = out.with_name(out.name + ".log")
-    with open(log_path, "wb") as output:
-        proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            end_process_group(proc)
-            raise ReproduceError(f"the run took longer than the {timeout_s:g} s limit and was stopped") from None
-        except BaseException:
-            end_process_group(proc)
-            raise
+def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float, cost_per_hour: float | None,
+                python: str, say: Callable[[str], None]) -> list[str]:
+    """Every run of the plan as a trial of ``executor`` (a fresh ``daybreak run`` process each: locally, or as one
+    Slurm job array) -> the run directories' names, in the plan's order. A trial the executor could not run, or
+    one stopped at its time limit, is a ReproduceError."""
+    from daybreak.analysis.repeat import seed_dir_name
+    from daybreak.executors import Trial, make_executor
+
+    names = [seed_dir_name(rp.seed) if plan.multi else "run" for rp in plan.runs]
+    trials = [Trial(key=name, argv=rp.command(folder / name, python=python, cost_per_hour=cost_per_hour),
+                    run_dir=folder / name, log=folder / f"{name}.log", devices=rp.nproc, timeout_s=timeout_s)
+              for name, rp in zip(names, plan.runs)]
+    started = time.monotonic()
+
+    def done(trial, outcome) -> None:
+        where = f" on {outcome.host}" if outcome.host else ""
+        say(f"  {trial.key}: exit status {outcome.exit_code}{where} after {time.monotonic() - started:.1f} s")
+
+    folder.mkdir(parents=True, exist_ok=True)
+    outcomes = make_executor(executor, folder).run(trials, on_done=done)
+    for i, (trial, outcome) in enumerate(zip(trials, outcomes), 1):
+        if outcome.error:
+            if "time limit" in outcome.error:
+                raise ReproduceError(f"run {i}/{len(trials)} took longer than the {timeout_s:g} s limit and was "
+                                     "stopped")
+            raise ReproduceError(f"run {i}/{len(trials)} ({trial.key}): {one_line(outcome.error, 300)}")
+    return names
 
 
 def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
               cost_per_hour: float | None = None, python: str = sys.executable,
-              log: Callable[[str], None] | None = None) -> Outcome:
-    """Re-run entry ``entry_id`` on this machine and store the reproduction (see the module docstring)."""
-    from daybreak.analysis.repeat import seed_dir_name, summarize
+              log: Callable[[str], None] | None = None, executor: ExecutorOptions | None = None) -> Outcome:
+    """Re-run entry ``entry_id`` on this machine (or through ``executor``: a Slurm job array) and store the
+    reproduction (see the module docstring)."""
+    from daybreak.analysis.repeat import summarize
     from daybreak.errors import RecordError
     from daybreak.leaderboard.importer import parse_submission
     from daybreak.leaderboard.runs_import import parse_run
@@ -108,23 +120,20 @@ def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAUL
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     folder = Path(work_dir) / f"entry-{entry_id}-{stamp}-{uuid.uuid4().hex[:6]}"
     say(f"reproducing entry {entry_id}: {plan.describe()} in {folder}")
+    names = _run_trials(plan, folder, executor or ExecutorOptions(), timeout_s, cost_per_hour, python, say)
     results: list[tuple[str, RunResult]] = []
-    for i, rp in enumerate(plan.runs, 1):
-        name = seed_dir_name(rp.seed) if plan.multi else "run"
+    for i, (name, rp) in enumerate(zip(names, plan.runs), 1):
         out = folder / name
-        cmd = rp.command(out, python=python, cost_per_hour=cost_per_hour)
-        started = time.monotonic()
-        code = _run_child(cmd, out, timeout_s, say)
         try:
             result = RunResult.load(out)
         except RecordError:
-            tail = _log_tail(out.with_name(out.name + ".log"))
-            raise ReproduceError(f"run {i}/{len(plan.runs)} (seed {rp.seed}) wrote no record (exit status {code})"
+            tail = _log_tail(folder / f"{name}.log")
+            raise ReproduceError(f"run {i}/{len(plan.runs)} (seed {rp.seed}) wrote no record"
                                  + (f": {tail}" if tail else "")) from None
         if result.status in ("failed", "interrupted"):
             raise ReproduceError(f"run {i}/{len(plan.runs)} (seed {rp.seed}) {result.status}: "
                                  f"{one_line(printable(result.message or 'no message'), 300)}")
-        say(f"  run {i}/{len(plan.runs)} seed {rp.seed}: {result.status} after {time.monotonic() - started:.1f} s")
+        say(f"  run {i}/{len(plan.runs)} seed {rp.seed}: {result.status}")
         results.append((name, result))
     source = f"reproduction of entry {entry_id}"
     try:
@@ -181,6 +190,7 @@ class WorkerOptions:
     max_attempts: int = 2
     python: str = sys.executable
     log: Callable[[str], None] | None = None
+    executor: ExecutorOptions = field(default_factory=ExecutorOptions)  # where each job's runs go
 
 
 def worker_name() -> str:
@@ -228,7 +238,8 @@ def work(store, options: WorkerOptions, stop: threading.Event | None = None) -> 
             beater.start()
             try:
                 outcome = reproduce(store, job.entry_id, work_dir=options.work_dir, timeout_s=options.timeout_s,
-                                    cost_per_hour=options.cost_per_hour, python=options.python, log=say)
+                                    cost_per_hour=options.cost_per_hour, python=options.python, log=say,
+                                    executor=options.executor)
                 store.update_job(job.id, run_dir=one_line(";".join(outcome.run_dirs), 1000))
                 store.finish_job(job.id, "done", outcome.message, outcome.reproduction_id)
                 say(f"job {job.id}: done: {outcome.message}")
