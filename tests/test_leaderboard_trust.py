@@ -897,6 +897,18 @@ def test_repeat_directories_are_one_entry_ranked_by_the_olympic_mean(srv, tmp_pa
         assert "significant (Welch p = " in page and "not significant (Welch p = " in page
         entry = c.get(f"/entries/{slow_row['entry_id']}").text
         assert "6 runs, 5 reached the target" in entry and "olympic mean" in entry and "not_reached" in entry
+        # the mean final accuracy against the target, as the nanoGPT speedrun judges a record (p < 0.01)
+        from daybreak.analysis.stats import target_significance
+        from daybreak.records.run import RunResult
+
+        finals = [r.final_accuracy if r.final_accuracy is not None else r.history[-1].accuracy
+                  for r in (RunResult.load(tmp_path / "slow" / f"seed-{s}") for s in range(20, 26))]
+        sig = target_significance(finals, 0.98, alpha=0.01, confidence=0.99)
+        document = c.get(f"/api/entries/{slow_row['entry_id']}").json()["document"]["accuracy_significance"]
+        assert document["p_value"] == pytest.approx(sig.p_value) and document["significant"] == sig.significant
+        assert document["n_at_or_above_target"] == 5 and document["n"] == 6
+        assert (f"final accuracy: 5 of 6 runs at or above the target; mean {sig.mean * 100:.2f}% (99% CI "
+                f"{sig.ci_low * 100:.2f}% to {sig.ci_high * 100:.2f}%)") in entry
     # a summary whose runs are missing, or that does not match them, is refused
     with pytest.raises(SubmissionError, match="needs the result.json of each of its 5 runs"):
         parse_submission((fast / "summary.json").read_bytes(), source="x")

@@ -201,6 +201,7 @@ class Site:
             "document_text": json.dumps(document, indent=2, ensure_ascii=False),
             "hms": format_hms, "runs": runs, "reproductions": reproductions, "original": original,
             "jobs": jobs or [], "reproducible": reproducible_reason(entry),
+            "accuracy_significance": next((n for n in entry.notes if n.startswith("final accuracy: ")), None),
             "acc": (lambda a: f"{a:.4f}") if task.metric == "f1" else (lambda a: f"{a * 100:.2f}"),
         }
 
