@@ -191,3 +191,18 @@ def test_lesion_arms_are_interleaved_fresh_processes(tmp_path):
     data = json.loads((out / "lesion.json").read_text())
     assert data["variants"][1]["comparison"]["n_pairs"] <= 2
     assert RepeatSummary.load(out / "full").n_runs == 2
+
+
+def test_target_significance_is_scipys_one_sided_t_test_and_stays_inside_the_accuracy_range():
+    from scipy import stats as sps
+
+    from daybreak.analysis.stats import target_significance
+
+    finals = [0.985, 0.99, 0.983, 0.992, 0.987]
+    sig = target_significance(finals, 0.98, alpha=0.01, confidence=0.99)
+    expected = sps.ttest_1samp(finals, 0.98, alternative="greater")
+    interval = sps.t.interval(0.99, len(finals) - 1, loc=sum(finals) / 5, scale=sps.sem(finals))
+    assert sig.p_value == pytest.approx(expected.pvalue) and sig.significant == (expected.pvalue < 0.01)
+    assert (sig.ci_low, sig.ci_high) == pytest.approx(interval) and sig.n_at_or_above_target == 5
+    wide = target_significance([0.97, 1.0, 1.0], 0.98, confidence=0.99)  # the t-interval would pass 100%
+    assert wide.ci_high == 1.0 and wide.ci_low >= 0.0 and "clipped" in wide.note and not wide.significant

@@ -234,6 +234,9 @@ def target_significance(final_accuracies: list[float], target: float, *, alpha: 
                                   note="every run has the same accuracy: decided by comparing the mean")
     res = sps.ttest_1samp(v, target, alternative="greater")
     p = float(res.pvalue)
+    note = None
+    if ci and (ci[0] < 0.0 or ci[1] > 1.0):  # an accuracy is a fraction: the t-interval may not leave [0, 1]
+        ci, note = (max(ci[0], 0.0), min(ci[1], 1.0)), "interval clipped to the accuracy's range [0, 1]"
     return TargetSignificance(n=len(v), n_at_or_above_target=at, mean=m, ci_low=ci[0] if ci else None,
                               ci_high=ci[1] if ci else None, confidence=confidence, t_statistic=float(res.statistic),
-                              p_value=p, alpha=alpha, significant=p < alpha)
+                              p_value=p, alpha=alpha, significant=p < alpha, note=note)
