@@ -121,6 +121,9 @@ MISTAKES: list[tuple[str, int, str]] = [
     ("analyze threshold empty --from nan", 2, "--from nan: a fraction must be in (0, 1]"),
     ("analyze roofline missing-run", 2, "no such file or directory"),
     ("analyze scaling empty", 2, "not a run, repeat, lesion or sweep directory"),
+    # leaderboard commands that read a database never create one
+    ("leaderboard show --task digits --objective train-time --db missing/lb.sqlite", 2, "no leaderboard database there"),
+    ("leaderboard export site --db missing.sqlite", 2, "no leaderboard database there"),
     # lesion
     ("lesion nosuch --out les", 2, "unknown recipe 'nosuch'"),
     ("lesion digits --out les --without nosuch", 2, "recipe digits has no such switch"),
