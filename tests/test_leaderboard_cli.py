@@ -1,5 +1,5 @@
 """The leaderboard's command line: which commands may create the database, `serve` on an address it cannot use,
-and the uvicorn private API the connection limits rely on.
+the uvicorn private API the connection limits rely on, and `leaderboard score` (AlgoPerf's cross-task score).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def _status(argv: list[str]) -> int:
 
 READ_ONLY = [
     ["leaderboard", "show", "--task", "digits", "--objective", "train-time"],
+    ["leaderboard", "score"],
     ["leaderboard", "export", "SITE"],
     ["leaderboard", "reproduce", "1"],
     ["leaderboard", "worker", "--once"],
@@ -69,7 +70,7 @@ def test_import_and_serve_create_the_database_and_say_so(tmp_path, capsys):
     commands = next(a for a in leaderboard._actions if a.dest == "leaderboard_command").choices
     for name in ("import", "serve"):
         assert "created (with its folder) when it does not exist" in " ".join(commands[name].format_help().split())
-    for name in ("show", "export", "reproduce", "worker"):
+    for name in ("show", "score", "export", "reproduce", "worker"):
         assert "must exist (nothing is created" in " ".join(commands[name].format_help().split())
     db = tmp_path / "new-folder" / "lb.sqlite"
     assert main(["leaderboard", "import", str(tmp_path / "missing-run"), "--db", str(db)]) == 1  # skipped: 1
@@ -221,3 +222,73 @@ def test_a_changed_private_api_is_a_one_line_error(monkeypatch):
     message = str(info.value)
     assert "\n" not in message and f"install uvicorn{UVICORN_TESTED}" in message and "on_response_complete" in message
 
+
+# --- leaderboard score ---------------------------------------------------------------------------------------------
+# The constructed example of tests/test_score.py as leaderboard entries (hours; authors A, B, C):
+#   cifar10: A 1 (and a slower 1.5), B 2, C 5;  imagenet: A 3, B 1.5, C none;  squad: A 4, B 10, C 2.5
+# -> A 37/45, B 5/9, C 1/3.
+
+FIELDS = {"cifar10": ("CIFAR10", ("epoch", "hours", "top1Accuracy"), 94.5),
+          "imagenet": ("ImageNet", ("epoch", "hours", "top5Accuracy"), 93.5),
+          "squad": ("SQuAD", ("epoch", "hours", "f1Score"), 0.76)}
+HOURS = {("A", "cifar10"): [1.0, 1.5], ("B", "cifar10"): [2.0], ("C", "cifar10"): [5.0],
+         ("A", "imagenet"): [3.0], ("B", "imagenet"): [1.5],
+         ("A", "squad"): [4.0], ("B", "squad"): [10.0], ("C", "squad"): [2.5]}
+
+
+def _dawnbench_tree(root: Path) -> Path:
+    for (author, task), hours in HOURS.items():
+        folder, header, accuracy = FIELDS[task]
+        for i, h in enumerate(hours):
+            name = f"{author}_{task}_{i}"
+            doc = {"version": "v1.0", "author": author, "authorEmail": "a@example.com", "framework": "PyTorch 2.0",
+                   "codeURL": "https://example.com/code", "model": f"Net-{author}", "hardware": f"{author}'s GPU",
+                   "timestamp": "2018-01-01", "costPerHour": 1.0, "misc": {}}
+            out = root / folder / "train"
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{name}.json").write_text(json.dumps(doc))
+            (out / f"{name}.tsv").write_text("\t".join(header) + "\n" + f"1\t{h}\t{accuracy}\n")
+    return root
+
+
+def test_leaderboard_score_matches_the_hand_computed_example(tmp_path, capsys):
+    db = f"sqlite:///{tmp_path / 'lb.sqlite'}"
+    assert main(["leaderboard", "import", str(_dawnbench_tree(tmp_path / "entries")), "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "score", "--db", db, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tasks"] == ["cifar10", "imagenet", "squad"] and result["by"] == "author"
+    assert result["best_times_s"] == {"cifar10": 3600.0, "imagenet": 5400.0, "squad": 9000.0}
+    scores = [(g["name"], g["score"]) for g in result["groups"]]
+    assert scores == [("A", pytest.approx(37 / 45)), ("B", pytest.approx(5 / 9)), ("C", pytest.approx(1 / 3))]
+    a_cifar = result["groups"][0]["cells"][0]
+    assert a_cifar["time_s"] == 3600.0 and a_cifar["ratio"] == 1.0  # A's best entry of its two
+    assert result["groups"][2]["cells"][1] == {"task": "imagenet", "time_s": None, "ratio": None, "task_score": 0.0,
+                                               "entry_id": None}
+
+    assert main(["leaderboard", "score", "--db", db, "--by", "hardware", "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "A's GPU" in text and "0.8222" in text and "B's GPU" in text and "C's GPU" not in text
+
+    # two tasks only; a larger r_max
+    assert main(["leaderboard", "score", "--db", db, "--task", "cifar10,squad", "--r-max", "6", "--json"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    got = {g["name"]: g["score"] for g in two["groups"]}
+    assert two["tasks"] == ["cifar10", "squad"]
+    assert got == {"A": pytest.approx((1 + 0.88) / 2), "B": pytest.approx((0.8 + 0.4) / 2),
+                   "C": pytest.approx((0.2 + 1) / 2)}
+
+    for argv, fragment in ((["--task", "nosuch"], "unknown leaderboard task 'nosuch'"),
+                           (["--r-max", "1"], "--r-max 1.0: must be a finite number > 1"),
+                           (["--by", "recipe"], "invalid choice: 'recipe'"),
+                           (["--top", "0"], "--top must be at least 1")):
+        assert _status(["leaderboard", "score", "--db", db, *argv]) == 2
+        err = capsys.readouterr().err
+        assert single_line(err) and fragment in err, err
+
+
+def test_leaderboard_score_of_an_empty_leaderboard(tmp_path, capsys):
+    db = tmp_path / "lb.sqlite"
+    Store(str(db)).close()
+    assert main(["leaderboard", "score", "--db", str(db)]) == 0
+    assert "no ranked training entries" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""CLI: `daybreak leaderboard import|show|serve|export|reproduce|worker`."""
+"""CLI: `daybreak leaderboard import|show|score|serve|export|reproduce|worker`."""
 
 from __future__ import annotations
 
@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "framework, date, source, provenance, runs, p_value_vs_above, ...")
     s.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     s.set_defaults(func=cmd_show)
+
+    register_score(lsub)
 
     v = lsub.add_parser("serve", help="serve the leaderboard web site and its JSON API",
                         formatter_class=HelpFormatter,
@@ -375,3 +377,56 @@ def cmd_worker(args: argparse.Namespace) -> int:
     print(f"daybreak: worker finished {done} job(s)", file=sys.stderr)
     return 0
 
+
+# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.score) -------------------------------
+
+def register_score(lsub: argparse._SubParsersAction) -> None:
+    from daybreak.analysis.stats import R_MAX
+    from daybreak.leaderboard.score import GROUP_BY
+
+    c = lsub.add_parser(
+        "score", formatter_class=HelpFormatter,
+        help="AlgoPerf's cross-task score of the entries, grouped by author, system, model or framework",
+        description="Treat the training entries of one author (or one system, model, framework: --by) as one "
+                    "multi-task submission and score it across the tasks like `daybreak analyze score`: per task "
+                    "the group's best ranked training time, r = it / the best group's, score = the mean over the "
+                    "tasks of max(0, (r_max - r) / (r_max - 1)), 0 where the group has no ranked entry. Entries "
+                    "without a value of the --by field take no part.")
+    c.add_argument("--by", default="author", choices=GROUP_BY, help="what makes a multi-task submission")
+    c.add_argument("--task", action="append", metavar="TASK[,TASK]",
+                   help="score these tasks only (default: every task with a ranked training entry)")
+    c.add_argument("--r-max", type=float, default=R_MAX, metavar="R",
+                   help="the ratio to the best at which a task scores 0 (AlgoPerf's 4)")
+    c.add_argument("--provenance", metavar="P[,P]",
+                   help="only entries of this provenance: reproduced, daybreak-run, self-reported (comma-separated)")
+    c.add_argument("--top", type=int, metavar="N", help="print only the first N groups")
+    c.add_argument("--json", action="store_true", help="print the scores as JSON")
+    c.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
+    c.set_defaults(func=cmd_score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from daybreak.analysis.stats import check_r_max
+    from daybreak.leaderboard.ranking import parse_provenance
+    from daybreak.leaderboard.score import format_score, leaderboard_score
+    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.tasks import leaderboard_task
+
+    if args.top is not None and args.top < 1:
+        raise ConfigError("--top must be at least 1")
+    tasks = [t.strip() for item in args.task or [] for t in item.split(",") if t.strip()] or None
+    for task in tasks or []:
+        leaderboard_task(task)  # a one-line error before the database is opened
+    try:
+        check_r_max(args.r_max)
+    except ValueError as e:
+        raise ConfigError(f"--r-max {args.r_max}: {e}") from None
+    provenance = parse_provenance(args.provenance)
+    with Store(args.db, create=False) as store:
+        _say_migrated(store)
+        result = leaderboard_score(store, by=args.by, tasks=tasks, r_max=args.r_max, provenance=provenance)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_score(result, top=args.top))
+    return 0
