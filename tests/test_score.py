@@ -146,8 +146,11 @@ def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, ca
     assert got["C"]["cells"][1]["time_s"] is None and got["C"]["cells"][1]["task_score"] == 0.0
     assert got["C"]["tasks_solved"] == 2
     assert any("beyond r_max" in n and "C on cifar10 (r 5.00)" in n and "B on squad (r 4.00)" in n for n in a["notes"])
-    # the profile in the record is the one the plot draws
+    # the profile in the record is the one the plot draws; the record loads back
     assert got["A"]["profile"] == [[1.0, 1 / 3], [1.6, 2 / 3], [2.0, 1.0], [4.0, 1.0]]
+    from daybreak.records.score import ScoreAnalysis
+
+    assert ScoreAnalysis.load(out).submissions[0].profile[1] == (1.6, 2 / 3)
 
     # --rules mlperf: every time doubled, the same ratios; --r-max 6 gives the slow ones credit
     assert main(["analyze", "score", *paths, "--rules", "mlperf", "--r-max", "6", "--out", str(out), "--json"]) == 0
@@ -263,3 +266,8 @@ def test_score_by_arm_reads_the_experiment(real_runs, tmp_path, capsys):
     # base: digits r 2 (2/3), mnist r 1 (1); cand: digits r 1 (1), mnist r 2 (2/3): a tie at 5/6, by name
     assert [(s["name"], s["score"]) for s in a["submissions"]] == [("base", pytest.approx(5 / 6)),
                                                                    ("cand", pytest.approx(5 / 6))]
+    # by recipe, both arms of each experiment are one submission: said in a note
+    assert main(["analyze", "score", str(root / "digits"), str(root / "mnist"), "--json",
+                 "--out", str(tmp_path / "out")]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(n.startswith("digits on digits merges the arms base, cand of the experiment in") for n in notes)

@@ -90,7 +90,8 @@ class _Arms:
             self._experiments[folder] = Experiment.load(folder) if file.is_file() else None
         return self._experiments[folder]
 
-    def of(self, run_dir: Path) -> str | None:
+    def where(self, run_dir: Path) -> tuple[Path, str] | None:
+        """(the experiment's folder, the arm) of a run that is a trial of an experiment, else None."""
         here = run_dir.resolve()
         for folder in (here.parent, here.parent.parent):
             experiment = self._experiment(folder)
@@ -98,8 +99,12 @@ class _Arms:
                 continue
             for trial in experiment.trials:
                 if (folder / trial.run_dir).resolve() == here:
-                    return trial.arm
+                    return folder, trial.arm
         return None
+
+    def of(self, run_dir: Path) -> str | None:
+        found = self.where(run_dir)
+        return None if found is None else found[1]
 
 
 def _submission_of(run: AnalyzedRun, by: str, arms: _Arms, arg: str) -> str:
@@ -223,6 +228,8 @@ def analyze_score(paths: Sequence[str | Path], by: str = "recipe", rules: str | 
     for rank, s in enumerate(submissions, start=1):
         s.rank = rank
     notes += _notes(submissions, tasks, best, by, members, r_max)
+    if by in ("recipe", "optimizer"):
+        notes += _merged_arms(runs_of, arms)
     return ScoreAnalysis(
         r_max=r_max, rules=rules, by=by, tasks=tasks,
         best_times_s={t: (v if math.isfinite(v) else None) for t, v in best.items()},
@@ -257,6 +264,23 @@ def _notes(submissions: list[ScoreSubmission], tasks: list[str], best: dict[str,
               if c.ratio is not None and c.ratio >= r_max]
     if beyond:
         notes.append(f"at or beyond r_max = {r_max:g} (scored 0 though solved): " + ", ".join(beyond[:10]))
+    return notes
+
+
+def _merged_arms(runs_of: dict[tuple[str, str], list[AnalyzedRun]], arms: _Arms) -> list[str]:
+    """A note for each submission whose runs on a task are trials of different arms of one experiment (an ab
+    experiment of one recipe, grouped by recipe): its time is the median over both arms."""
+    notes = []
+    for (name, task), runs in sorted(runs_of.items()):
+        found: dict[Path, set[str]] = defaultdict(set)
+        for run in runs:
+            where = arms.where(run.path)
+            if where is not None:
+                found[where[0]].add(where[1])
+        for folder, names in found.items():
+            if len(names) > 1:
+                notes.append(f"{name} on {task} merges the arms {', '.join(sorted(names))} of the experiment in "
+                             f"{folder}: use --by arm, or label each arm's folder NAME=PATH")
     return notes
 
 

@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         epilog="Exit status: 130 when stopped (Ctrl-C or SIGTERM, after a graceful shutdown); 2 "
                                "a usage error, a database that cannot be opened, or an address it cannot listen "
                                "on (the port already in use, a --host that is not this machine's), with one line "
-                               "on stderr and nothing created.")
+                               "on stderr (the address is checked first: a port in use creates no database).")
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=int, default=8000)
     v.add_argument("--db", metavar="URL", help=DB_CREATE_HELP)
