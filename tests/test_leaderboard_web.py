@@ -191,6 +191,7 @@ def test_export_command(tmp_path, capsys):
     from daybreak.cli import main
 
     url = f"sqlite:///{tmp_path / 'x.sqlite'}"
+    Store(url).close()  # export reads an existing leaderboard (an empty one here); it never creates one
     assert main(["leaderboard", "export", str(tmp_path / "site"), "--db", url]) == 0
     assert "wrote 62 files" in capsys.readouterr().out and (tmp_path / "site" / "index.html").is_file()
 

@@ -121,6 +121,16 @@ MISTAKES: list[tuple[str, int, str]] = [
     ("analyze threshold empty --from nan", 2, "--from nan: a fraction must be in (0, 1]"),
     ("analyze roofline missing-run", 2, "no such file or directory"),
     ("analyze scaling empty", 2, "not a run, repeat, lesion or sweep directory"),
+    ("analyze score missing-run", 2, "missing-run: no such file or directory"),
+    ("analyze score empty", 2, "not a run, repeat, lesion or sweep directory"),
+    ("analyze score empty --by nosuch", 2, "invalid choice: 'nosuch'"),
+    ("analyze score empty --r-max 1", 2, "--r-max 1.0: must be a finite number > 1"),
+    ("analyze score =empty", 2, "=empty: write a labelled path as NAME=PATH"),
+    # leaderboard commands that read a database never create one
+    ("leaderboard show --task digits --objective train-time --db missing/lb.sqlite", 2, "no leaderboard database there"),
+    ("leaderboard score --db missing/lb.sqlite", 2, "no leaderboard database there"),
+    ("leaderboard score --r-max 0.5", 2, "--r-max 0.5: must be a finite number > 1"),
+    ("leaderboard export site --db missing.sqlite", 2, "no leaderboard database there"),
     # lesion
     ("lesion nosuch --out les", 2, "unknown recipe 'nosuch'"),
     ("lesion digits --out les --without nosuch", 2, "recipe digits has no such switch"),

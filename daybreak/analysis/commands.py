@@ -1,4 +1,4 @@
-"""CLI: `daybreak analyze threshold|roofline|scaling`, `evaluate`, `compare`, `report` (experiments: daybreak.experiments.cli)."""
+"""CLI: `daybreak analyze threshold|roofline|scaling|score`, `evaluate`, `compare`, `report` (experiments: daybreak.experiments.cli)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt = HelpFormatter
 
     # --- analyze -----------------------------------------------------------------------------------------------
-    p = sub.add_parser("analyze", help="analyses of runs and sweeps: threshold, roofline, scaling",
+    p = sub.add_parser("analyze", help="analyses of runs and sweeps: threshold, roofline, scaling, score",
                        description="Analyses after the DAWNBench analysis paper. Each writes JSON, Markdown and a "
                                    "PNG plot into --out and prints a table.")
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS")
@@ -78,6 +78,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", type=Path, default=DEFAULT_ANALYSIS_DIR, help="output directory")
     s.add_argument("--json", action="store_true", help="print scaling.json")
     s.set_defaults(func=cmd_scaling)
+
+    from daybreak.analysis.score import BY
+    from daybreak.analysis.stats import R_MAX
+    from daybreak.rules import RULE_SETS
+
+    c = asub.add_parser(
+        "score", formatter_class=fmt,
+        help="rank recipes, optimizers or labelled runs across tasks by AlgoPerf's score",
+        description="AlgoPerf's benchmark score (the integrated performance profile). Each run belongs to a "
+                    "submission (--by) and a task. Per task, a submission's time is the median time-to-target of "
+                    "its runs there, an unreached run counting as infinitely slow (so the task is solved when more "
+                    "than half of them reached it); r = that time / the fastest submission's time on the task. "
+                    "Score = the mean over the tasks of max(0, (r_max - r) / (r_max - 1)): 1 for the fastest, 0 at "
+                    "r_max times the fastest or slower, 0 for a task not solved or without runs. In [0, 1]; it "
+                    "equals the area under the performance profile (the fraction of tasks with r <= tau, tau from "
+                    "1 to r_max) / (r_max - 1). Writes score.json, score.md and score.png (the profiles).",
+        epilog="Example: daybreak analyze score sgd=runs/digits-sgd sgd=runs/mnist-sgd adamw=runs/digits-adamw "
+               "adamw=runs/mnist-adamw --out analysis/score",
+    )
+    c.add_argument("paths", nargs="+", metavar="RUNS",
+                   help="run, repeat, experiment directories or folders of runs; NAME=PATH puts every run under PATH "
+                        "in submission NAME (whatever --by says)")
+    c.add_argument("--by", default="recipe", choices=BY,
+                   help="what a submission is: the run's recipe name, the optimizer its record names (SGD, AdamW, "
+                        "...), its experiment arm (experiment.json), or only the NAME=PATH labels (every path "
+                        "labelled)")
+    c.add_argument("--rules", choices=list(RULE_SETS),
+                   help="the clock of every time (default: the runs' headline rule set; they must agree)")
+    c.add_argument("--r-max", type=float, default=R_MAX, metavar="R",
+                   help="the ratio to the fastest at which a task scores 0 (AlgoPerf's 4)")
+    c.add_argument("--out", type=Path, default=DEFAULT_ANALYSIS_DIR, help="output directory")
+    c.add_argument("--json", action="store_true", help="print score.json")
+    c.set_defaults(func=cmd_score)
 
     # --- evaluate ----------------------------------------------------------------------------------------------
     p = sub.add_parser(
@@ -198,6 +231,23 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         print()
     if a.runs:
         print_table(*runs_table(a))
+    for n in a.notes:
+        print(f"note: {n}")
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from daybreak.analysis.score import analyze_score, table_rows, write_score
+
+    a = analyze_score(args.paths, by=args.by, rules=args.rules, r_max=args.r_max, command=["daybreak", *args.argv])
+    written = write_score(a, args.out)
+    if args.json:
+        print(a.model_dump_json(indent=2))
+        return 0
+    print(f"AlgoPerf score, r_max {a.r_max:g}, {len(a.tasks)} task{'s' if len(a.tasks) != 1 else ''}, "
+          f"{a.rules} clock, submissions by {a.by} (1 = fastest on every task; see score.md for the rule)")
+    print_table(*table_rows(a))
     for n in a.notes:
         print(f"note: {n}")
     print(f"wrote {', '.join(str(p) for p in written)}")

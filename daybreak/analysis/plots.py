@@ -252,3 +252,24 @@ def repeat_plot(summary: Any, path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     return _save(fig, path)
+
+
+def score_plot(a: Any, path: Path) -> Path:
+    """AlgoPerf's performance profiles: for each submission, the fraction of tasks it solved within tau times the
+    fastest time, a step function from tau = 1 to r_max; the score is the area under it / (r_max - 1)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    styles = ("-", "--", "-.", ":")  # equal profiles overlap: the dashes keep each one visible
+    for i, s in enumerate(a.submissions):
+        taus, rhos = [p[0] for p in s.profile], [p[1] for p in s.profile]
+        ax.step(taus, rhos, where="post", linewidth=2, alpha=0.8, linestyle=styles[i % len(styles)],
+                label=safe(f"{s.name} (score {s.score:.3f})", 60))
+    ax.set_xlim(1.0, a.r_max)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("tau (time / the fastest submission's time on the task)")
+    ax.set_ylabel("fraction of tasks with r <= tau")
+    ax.set_title(f"performance profiles over {len(a.tasks)} task{'s' if len(a.tasks) != 1 else ''} "
+                 f"(r_max = {a.r_max:g})")
+    ax.grid(True, alpha=0.3)
+    _legend(ax, len(a.submissions), outside=len(a.submissions) > 4)
+    return _save(fig, path)

@@ -240,3 +240,87 @@ def target_significance(final_accuracies: list[float], target: float, *, alpha: 
     return TargetSignificance(n=len(v), n_at_or_above_target=at, mean=m, ci_low=ci[0] if ci else None,
                               ci_high=ci[1] if ci else None, confidence=confidence, t_statistic=float(res.statistic),
                               p_value=p, alpha=alpha, significant=p < alpha, note=note)
+
+
+# --- cross-task score (AlgoPerf) ---------------------------------------------------------------------------------
+# AlgoPerf's benchmark score, from the performance profiles of Dolan and More (2002): for each task, a submission's
+# performance ratio r = its time / the fastest submission's time (r >= 1; infinite when it never reached the
+# target); its profile rho(tau) = the fraction of tasks with r <= tau; its score = the area under rho from 1 to
+# r_max, divided by r_max - 1. The area of one task's step 1[r <= tau] over [1, r_max] is max(0, r_max - r), so the
+# score is exactly the mean over the tasks of max(0, (r_max - r) / (r_max - 1)): computed here in closed form (the
+# AlgoPerf code integrates the profile numerically on a grid of tau, which approximates the same number).
+
+R_MAX = 4.0  # AlgoPerf's upper limit: more than 4x the fastest time earns nothing on that task
+UNSOLVED = math.inf  # the time of a run, or a submission on a task, that did not reach the target
+
+
+def check_r_max(r_max: float) -> float:
+    """``r_max`` as a float; ValueError unless it is a finite number > 1."""
+    value = float(r_max)
+    if not (math.isfinite(value) and value > 1):
+        raise ValueError("must be a finite number > 1")
+    return value
+
+
+def cell_time(times: Sequence[float]) -> float:
+    """One submission's time on one task from its runs there: the median, an unreached run (``UNSOLVED``, inf)
+    counting as infinitely slow, as AlgoPerf takes the median over its studies; inf (unsolved) unless more than
+    half of the runs reached the target (with an even count, when either middle run did not)."""
+    if not times:
+        return UNSOLVED
+    if any(math.isnan(t) or t < 0 for t in times):
+        raise ValueError("times must be >= 0 (inf for a run that did not reach the target)")
+    ordered = sorted(times)
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    low, high = ordered[n // 2 - 1], ordered[n // 2]
+    return UNSOLVED if math.isinf(high) else (low + high) / 2
+
+
+def best_times(times: dict[str, dict[str, float]], tasks: Sequence[str]) -> dict[str, float]:
+    """The fastest finite time on each task over the submissions (``times[submission][task]``, a missing task
+    counting as unsolved); inf where nobody solved the task."""
+    return {t: min((row.get(t, UNSOLVED) for row in times.values()), default=UNSOLVED) for t in tasks}
+
+
+def performance_ratio(time_s: float, best_s: float) -> float:
+    """time / the fastest time on the task; inf when unsolved (or nobody solved it); 1 for the fastest."""
+    if math.isinf(time_s) or math.isinf(best_s):
+        return UNSOLVED
+    if best_s <= 0:  # a zero time: only another zero time ties with it
+        return 1.0 if time_s <= 0 else UNSOLVED
+    return time_s / best_s
+
+
+def task_score(ratio: float, r_max: float = R_MAX) -> float:
+    """One task's share of the score: max(0, (r_max - r) / (r_max - 1)); 0 for an unsolved task (r = inf)."""
+    if math.isinf(ratio):
+        return 0.0
+    return max(0.0, (r_max - ratio) / (r_max - 1))
+
+
+def algoperf_score(ratios: Sequence[float], r_max: float = R_MAX) -> float:
+    """The mean task score over the tasks (one ratio per task, inf for unsolved ones)."""
+    if not ratios:
+        raise ValueError("no tasks")
+    return sum(task_score(r, r_max) for r in ratios) / len(ratios)
+
+
+def performance_profile(ratios: Sequence[float], r_max: float = R_MAX) -> list[tuple[float, float]]:
+    """rho(tau), the fraction of tasks with r <= tau, at tau = 1, at every ratio in (1, r_max] and at r_max:
+    a right-continuous step function (constant from each tau to the next)."""
+    if not ratios:
+        raise ValueError("no tasks")
+    n = len(ratios)
+    taus = sorted({1.0, r_max, *(r for r in ratios if 1.0 < r <= r_max)})
+    return [(tau, sum(1 for r in ratios if r <= tau) / n) for tau in taus]
+
+
+def profile_area(profile: Sequence[tuple[float, float]], r_max: float = R_MAX) -> float:
+    """The area under a step profile from 1 to r_max, divided by r_max - 1: AlgoPerf's integral definition of the
+    score (equal to :func:`algoperf_score` of the same ratios)."""
+    area = 0.0
+    for (tau, rho), (next_tau, _) in zip(profile, profile[1:]):
+        area += rho * (next_tau - tau)
+    return area / (r_max - 1)

@@ -1,4 +1,4 @@
-"""CLI: `daybreak leaderboard import|show|serve|export|reproduce|worker`."""
+"""CLI: `daybreak leaderboard import|show|score|serve|export|reproduce|worker`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from daybreak.options import HelpFormatter
 
 DB_HELP = ("database URL (sqlite:///FILE, postgresql+psycopg://USER:PASS@HOST/DB) or a SQLite file path; "
            "default: $DAYBREAK_DB, else leaderboard.sqlite in the user data directory")
+# import and serve make the database (folder, file, tables) when it does not exist; the others need an existing one
+DB_CREATE_HELP = DB_HELP + "; created (with its folder) when it does not exist"
+DB_EXISTING_HELP = DB_HELP + "; must exist (nothing is created: a missing one is an error, exit status 2)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "file of the same name ending .tsv). Each file that cannot be used is reported with its reason; "
                     "nothing partial is stored; the same content is never stored twice.")
     q.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    q.add_argument("--db", metavar="URL", help=DB_HELP)
+    q.add_argument("--db", metavar="URL", help=DB_CREATE_HELP)
     q.add_argument("--task", help="the task of DAWNBench files outside a CIFAR10/ImageNet/SQuAD folder")
     q.add_argument("--json", action="store_true", help="print the import report as JSON")
     add_flags(q, RunConfig, "import")
@@ -53,16 +56,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true",
                    help="print the rows as JSON: rank, value (seconds / USD / ms), display, model, hardware, "
                         "framework, date, source, provenance, runs, p_value_vs_above, ...")
-    s.add_argument("--db", metavar="URL", help=DB_HELP)
+    s.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     s.set_defaults(func=cmd_show)
+
+    register_score(lsub)
 
     v = lsub.add_parser("serve", help="serve the leaderboard web site and its JSON API",
                         formatter_class=HelpFormatter,
                         description="Serve the pages, the JSON API under /api/ and the submission endpoint "
-                                    "POST /api/submissions (open only with --token-file).")
+                                    "POST /api/submissions (open only with --token-file). The limits below are "
+                                    "enforced by daybreak itself; behind a reverse proxy (nginx, Caddy) set the "
+                                    "proxy's own limits too (see README, Leaderboard).",
+                        epilog="Exit status: 130 when stopped (Ctrl-C or SIGTERM, after a graceful shutdown); 2 "
+                               "a usage error, a database that cannot be opened, or an address it cannot listen "
+                               "on (the port already in use, a --host that is not this machine's), with one line "
+                               "on stderr (the address is checked first: a port in use creates no database).")
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=int, default=8000)
-    v.add_argument("--db", metavar="URL", help=DB_HELP)
+    v.add_argument("--db", metavar="URL", help=DB_CREATE_HELP)
     v.add_argument("--token-file", type=Path, metavar="FILE",
                    help="submitter tokens, one per line (TOKEN or NAME TOKEN); without it submissions are closed")
     from daybreak.leaderboard.web import Limits
@@ -92,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "original, and mark the original reproduced when the reproduction reaches the target. With "
                     "--queue, only queue it for `daybreak leaderboard worker`.")
     r.add_argument("entry", metavar="ENTRY", help="the entry's id (as in /entries/ID)")
-    r.add_argument("--db", metavar="URL", help=DB_HELP)
+    r.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     r.add_argument("--queue", action="store_true", help="queue a job for the worker instead of running it now")
     r.add_argument("--work-dir", type=Path, metavar="DIR",
                    help="where the reproduction's run directories go (default: reproductions/ in the user data "
@@ -109,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "`reproduce --queue` from the database and run them one at a time. Jobs are rows of the "
                     "database: they survive a restart; a job left running by a worker that stopped is queued again "
                     "(at most --max-attempts times); a job that fails is recorded failed with its reason.")
-    w.add_argument("--db", metavar="URL", help=DB_HELP)
+    w.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     w.add_argument("--work-dir", type=Path, metavar="DIR", help="where the run directories go (default: "
                                                                 "reproductions/ in the user data directory)")
     w.add_argument("--once", action="store_true", help="run the queued jobs, then exit")
@@ -127,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Write index.html, one page per task x objective, one page per entry and the "
                                     "JSON API files under DIR.")
     e.add_argument("dir", type=Path, metavar="DIR")
-    e.add_argument("--db", metavar="URL", help=DB_HELP)
+    e.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     e.set_defaults(func=cmd_export)
 
 
@@ -199,7 +210,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.top is not None and args.top < 1:
         raise ConfigError("--top must be at least 1")
     provenance = parse_provenance(args.provenance)
-    with Store(args.db) as store:
+    with Store(args.db, create=False) as store:
         _say_migrated(store)
         rows = leaderboard(store, task.name, objective, top=args.top, provenance=provenance)
     if args.json:
@@ -229,14 +240,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not value > 0:
             raise ConfigError(f"--{name.replace('_s', '').replace('_', '-')}: must be greater than 0")
     tokens = load_tokens(args.token_file) if args.token_file else None
-    store = Store(args.db)
-    _say_migrated(store)
-    app = create_app(store, tokens=tokens, limits=limits)
-    state = f"open to {len(tokens)} token(s)" if tokens else "closed (no --token-file)"
-    print(f"daybreak leaderboard on http://{args.host}:{args.port}/ (database {store.display_url}; "
-          f"submissions {state})", file=sys.stderr)
-    uvicorn.Server(server_config(app, args.host, args.port, limits)).run()
+    sock = listen_socket(args.host, args.port)  # before the database: a port in use creates nothing
+    try:
+        store = Store(args.db)
+        _say_migrated(store)
+        app = create_app(store, tokens=tokens, limits=limits)
+        state = f"open to {len(tokens)} token(s)" if tokens else "closed (no --token-file)"
+        print(f"daybreak leaderboard on http://{args.host}:{args.port}/ (database {store.display_url}; "
+              f"submissions {state})", file=sys.stderr)
+        uvicorn.Server(server_config(app, args.host, args.port, limits)).run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
+
+
+def listen_socket(host: str, port: int):
+    """A socket bound to ``host:port`` (uvicorn listens on it), or a one-line ConfigError (exit status 2): the port
+    in use, or a host that is not an address of this machine. Bound here rather than by uvicorn, which logs the
+    error and exits with its own status 3."""
+    import errno
+    import os
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(f"--host {host}: cannot resolve it ({getattr(e, 'strerror', None) or e})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        if os.name == "posix":  # as asyncio does: a restarted server can rebind at once
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        hint = {errno.EADDRINUSE: " (another program listens there: stop it, or pick another --port)",
+                errno.EADDRNOTAVAIL: " (not an address of this machine: see --host)",
+                errno.EACCES: " (ports below 1024 need privileges)"}.get(e.errno, "")
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}{hint}") from None
+    return sock
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -245,7 +289,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.dir.exists() and not args.dir.is_dir():
         raise ConfigError(f"{args.dir}: exists and is not a folder")
-    with Store(args.db) as store:
+    with Store(args.db, create=False) as store:
         try:
             count = Site(store).export(args.dir)
         except OSError as e:
@@ -293,7 +337,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.timeout > 0:
         raise ConfigError("--timeout must be greater than 0")
     executor = _executor(args)
-    with Store(args.db) as store:
+    with Store(args.db, create=False) as store:
         _say_migrated(store)
         entry = store.get(entry_id)
         if entry is None:
@@ -337,7 +381,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                             timeout_s=args.timeout or DEFAULT_TIMEOUT_S, cost_per_hour=_price(args),
                             stale_after_s=args.stale_after, heartbeat_s=max(0.5, min(15.0, args.stale_after / 4)),
                             max_attempts=args.max_attempts, executor=_executor(args))
-    with Store(args.db) as store:
+    with Store(args.db, create=False) as store:
         _say_migrated(store)
         print(f"daybreak: reproduction worker on {store.display_url} (run directories under {options.work_dir})",
               file=sys.stderr)
@@ -347,4 +391,58 @@ def cmd_worker(args: argparse.Namespace) -> int:
             print("daybreak: worker stopped", file=sys.stderr)
             return 130
     print(f"daybreak: worker finished {done} job(s)", file=sys.stderr)
+    return 0
+
+
+# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.score) -------------------------------
+
+def register_score(lsub: argparse._SubParsersAction) -> None:
+    from daybreak.analysis.stats import R_MAX
+    from daybreak.leaderboard.score import GROUP_BY
+
+    c = lsub.add_parser(
+        "score", formatter_class=HelpFormatter,
+        help="AlgoPerf's cross-task score of the entries, grouped by author, system, model or framework",
+        description="Treat the training entries of one author (or one system, model, framework: --by) as one "
+                    "multi-task submission and score it across the tasks like `daybreak analyze score`: per task "
+                    "the group's best ranked training time, r = it / the best group's, score = the mean over the "
+                    "tasks of max(0, (r_max - r) / (r_max - 1)), 0 where the group has no ranked entry. Entries "
+                    "without a value of the --by field take no part.")
+    c.add_argument("--by", default="author", choices=GROUP_BY, help="what makes a multi-task submission")
+    c.add_argument("--task", action="append", metavar="TASK[,TASK]",
+                   help="score these tasks only (default: every task with a ranked training entry)")
+    c.add_argument("--r-max", type=float, default=R_MAX, metavar="R",
+                   help="the ratio to the best at which a task scores 0 (AlgoPerf's 4)")
+    c.add_argument("--provenance", metavar="P[,P]",
+                   help="only entries of this provenance: reproduced, daybreak-run, self-reported (comma-separated)")
+    c.add_argument("--top", type=int, metavar="N", help="print only the first N groups")
+    c.add_argument("--json", action="store_true", help="print the scores as JSON")
+    c.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
+    c.set_defaults(func=cmd_score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from daybreak.analysis.stats import check_r_max
+    from daybreak.leaderboard.ranking import parse_provenance
+    from daybreak.leaderboard.score import format_score, leaderboard_score
+    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.tasks import leaderboard_task
+
+    if args.top is not None and args.top < 1:
+        raise ConfigError("--top must be at least 1")
+    tasks = [t.strip() for item in args.task or [] for t in item.split(",") if t.strip()] or None
+    for task in tasks or []:
+        leaderboard_task(task)  # a one-line error before the database is opened
+    try:
+        check_r_max(args.r_max)
+    except ValueError as e:
+        raise ConfigError(f"--r-max {args.r_max}: {e}") from None
+    provenance = parse_provenance(args.provenance)
+    with Store(args.db, create=False) as store:
+        _say_migrated(store)
+        result = leaderboard_score(store, by=args.by, tasks=tasks, r_max=args.r_max, provenance=provenance)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_score(result, top=args.top))
     return 0

@@ -294,6 +294,13 @@ def _prov_rank(p: str | None) -> int:
 
 
 class Store:
+    """The leaderboard database. ``create=True`` (import, serve) makes what is missing: the SQLite file's folder,
+    the file, the tables. ``create=False`` (the commands that only read or add to an existing leaderboard: show,
+    export, score, reproduce, worker) opens a database that already holds a leaderboard and creates nothing: a
+    missing SQLite file, or a database without the leaderboard's tables, is a one-line StoreError naming it (a
+    mistyped ``--db`` path must not leave an empty leaderboard behind). Either way an older schema is upgraded in
+    place."""
+
     def __init__(self, url: str | None = None, *, create: bool = True):
         from pathlib import Path
 
@@ -310,6 +317,9 @@ class Store:
             database = parsed.database or ""
             if database in ("", ":memory:"):
                 kwargs["poolclass"] = StaticPool
+            elif not create and not Path(database).expanduser().is_file():
+                raise StoreError(f"{Path(database).expanduser()}: no leaderboard database there (nothing was "
+                                 f"created); check --db or ${DB_ENV}, or make one with `daybreak leaderboard import`")
             else:
                 try:
                     Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -322,16 +332,30 @@ class Store:
             self.engine: Engine = create_engine(self.url, **kwargs)
         except (ArgumentError, ImportError, SQLAlchemyError) as e:
             raise StoreError(f"cannot use database {self.display_url}: {_brief(e)}") from None
+        if not create:
+            self._require_leaderboard()
         if parsed.get_backend_name() == "sqlite" and "poolclass" not in kwargs:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        if create:
-            try:
-                self._migrate()
-            except StoreError:
-                raise
-            except SQLAlchemyError as e:
-                raise StoreError(f"cannot open database {self.display_url}: {_brief(e)}") from None
+        try:
+            self._migrate()
+        except StoreError:
+            raise
+        except SQLAlchemyError as e:
+            raise StoreError(f"cannot open database {self.display_url}: {_brief(e)}") from None
+
+    def _require_leaderboard(self) -> None:
+        """``create=False``: the database must hold the entries table. Checked before anything writes (and before
+        the SQLite pragmas: WAL mode would change a file that is not a leaderboard)."""
+        try:
+            found = inspect(self.engine).has_table(Entry.__tablename__)
+        except SQLAlchemyError as e:
+            raise StoreError(f"cannot open database {self.display_url}: {_brief(e)}") from None
+        finally:
+            self.engine.dispose()  # the connection that looked opened without the pragmas
+        if not found:
+            raise StoreError(f"{self.display_url} holds no daybreak leaderboard (nothing was created); check --db or "
+                             f"${DB_ENV}, or make one with `daybreak leaderboard import`")
 
     def _unavailable(self, action: str, err: BaseException) -> StoreError:
         return StoreError(f"cannot {action} {self.display_url}: {_brief(err)}")

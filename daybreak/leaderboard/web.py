@@ -497,14 +497,42 @@ async def _part(part: Any, upload_type) -> tuple[bytes, str]:
 # --- the HTTP server -----------------------------------------------------------------------------------------
 
 
+# guarded_protocol subclasses uvicorn's *private* h11 protocol (uvicorn has no public hook for a head timeout or a
+# connection age). It is tested with the uvicorn versions pyproject.toml allows (>=0.30,<0.55: 0.30.0 and 0.54.0
+# run the limit tests); what it relies on is listed here and checked by h11_protocol() at start-up and by
+# tests/test_leaderboard_cli.py, so a uvicorn that changed it fails loudly instead of serving without the limits.
+# The alternative to this dependency is a reverse proxy's own limits (README, Leaderboard).
+UVICORN_TESTED = ">=0.30,<0.55"
+H11_METHODS = ("connection_made", "data_received", "handle_events", "on_response_complete", "connection_lost")
+H11_ATTRIBUTES = ("loop", "transport", "cycle")  # set by H11Protocol.__init__ / connection_made
+CYCLE_ATTRIBUTES = ("response_complete", "keep_alive")  # of the RequestResponseCycle in .cycle
+
+
+def h11_protocol():
+    """uvicorn's private ``H11Protocol``, after checking that it still has the methods the guard overrides; a
+    one-line ConfigError naming the tested versions if it does not."""
+    import uvicorn
+
+    hint = (f"uvicorn {getattr(uvicorn, '__version__', '?')} changed the private h11 protocol the leaderboard's "
+            f"connection limits rely on: install uvicorn{UVICORN_TESTED}")
+    try:
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+    except ImportError as e:
+        raise ConfigError(f"{hint} ({e})") from None
+    missing = [name for name in H11_METHODS if not callable(getattr(H11Protocol, name, None))]
+    if missing:
+        raise ConfigError(f"{hint} (H11Protocol has no {', '.join(missing)})")
+    return H11Protocol
+
+
 def guarded_protocol(limits: Limits):
     """uvicorn's h11 protocol with the timeouts it lacks: a connection must send a complete request head within
     ``header_timeout_s`` of opening (or of its previous response), whether it sends nothing or one byte at a
     time (a partial head gets a 408); a connection older than ``max_connection_s`` is closed after its current
     response."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    H11Protocol = h11_protocol()
 
-    class GuardedH11Protocol(H11Protocol):
+    class GuardedH11Protocol(H11Protocol):  # type: ignore[valid-type,misc]
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._head_timer = None

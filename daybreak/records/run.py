@@ -130,6 +130,7 @@ class RunResult(Record):
     task: str
     recipe: str
     model: str
+    optimizer: str | None = None  # the class of the recipe's optimizer (SGD, AdamW, Muon); None before it was recorded
     framework: str  # e.g. "PyTorch 2.13.0"
     metric: str  # "top1" / "top5"
     target: float  # fraction

@@ -337,6 +337,7 @@ def _build(spec: RunSpec, recipe: Recipe, hp: dict[str, Any], view: Any, backend
     recorder.phase_start("model_init")
     setup = recipe.build(hp, view, backend.device)
     recorder.result.setup_notes = list(setup.notes)
+    recorder.result.optimizer = type(setup.optimizer).__name__
     backend = _native_precision(setup, spec, backend, recorder)
     train_model = backend.wrap(setup.model)
     if spec.compiled:
