@@ -23,6 +23,7 @@ FILTERS = {"accelerator": "Accelerator", "framework": "Framework", "year": "Year
            "rules": "Rules", "division": "MLPerf division", "availability": "MLPerf availability"}
 MLPERF_ONLY = ("rules", "division", "availability")  # listed once the board has an MLPerf entry
 RULES_TEXT = {"dawnbench": "DAWNBench v1", "mlperf": "MLPerf"}
+ARROWS = {"asc": "\u2191", "desc": "\u2193"}
 MAX_PLOT_POINTS = 5000
 PLOTTED = "train-time"  # the objective whose board has the plots
 
@@ -39,6 +40,17 @@ def headers(task: str, obj: Objective, query: BoardQuery, link: Link) -> list[di
         out.append({"title": title or obj.header, "key": key, "href": href, "active": active and title is not None,
                     "order": query.order})
     return out
+
+
+def sort_links(task: str, obj: Objective, query: BoardQuery, link: Link) -> list[dict[str, Any]]:
+    """Every sort column in both orders, keeping the query's filters (the static export: where it has the page)."""
+    out = []
+    for key in SORTS:
+        for order in ORDERS:
+            href = link("board", task=task, objective=obj.name, query=query.replace(sort=key, order=order, ref=None))
+            out.append({"label": f"{key} {ARROWS[order]}", "href": href,
+                        "on": (query.sort, query.order) == (key, order)})
+    return out if any(o["href"] for o in out) else []
 
 
 def shown_facets(facets: dict[str, list[tuple[Any, int]]]) -> dict[str, list[tuple[Any, int]]]:

@@ -254,6 +254,7 @@ class Site:
             pages=1 if not per_page else max(1, -(-total // per_page)), query=query, ref=ref,
             provenance=list(query.provenance), filtered=filtered, all_total=all_total,
             headers=boardpage.headers(lb_task.name, obj, query, link),
+            sort_links=boardpage.sort_links(lb_task.name, obj, query, link) if all_total else [],
             filters=boardpage.filter_groups(facets, lb_task.name, obj, query, link, server),
             choices=boardpage.shown_facets(facets), plots=boardpage.plots(self.store, lb_task.name, obj, query, link),
             sorts=SORTS, orders=ORDERS, rules_choices=CLOCK_RULES, divisions=DIVISIONS, availabilities=AVAILABILITIES)

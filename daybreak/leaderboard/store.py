@@ -331,13 +331,20 @@ def _order_by(c: Any, query: BoardQuery) -> list[Any]:
     trust = case({p: i for i, p in enumerate(PROVENANCES)}, value=c.provenance, else_=len(PROVENANCES))
     keys = {
         "rank": [c.board_rank], "model": [func.lower(c.model)], "accelerator": [func.lower(c.accelerator)],
-        "count": [c.accelerator_count], "framework": [func.lower(c.framework_name), c.framework_version],
-        "date": [c.submitted_at], "rules": [func.coalesce(c.clock_rules, "dawnbench"), c.mlperf_round, c.division],
+        "count": [c.accelerator_count], "framework": [func.lower(c.framework_name), _text(c.framework_version)],
+        "date": [c.submitted_at], "rules": [func.coalesce(c.clock_rules, "dawnbench"), _text(c.mlperf_round),
+                                             _text(c.division)],
         "provenance": [trust], "runs": [func.coalesce(c.runs_n, 1)],
     }[query.sort]
     out = [keys[0].is_(None)] if query.sort in ("accelerator", "count", "framework") else []
     out += [k.desc() if query.order == "desc" else k.asc() for k in keys]
     return out + [c.board_rank]
+
+
+def _text(column: Any) -> Any:
+    """A text column whose NULL (not stated) sorts as "" on every database (SQLite puts NULL first, PostgreSQL
+    last)."""
+    return func.coalesce(column, "")
 
 
 def _with_provenance(query: BoardQuery | None, provenance: Sequence[str] | None) -> BoardQuery:
