@@ -286,6 +286,8 @@ def test_the_reference_view(server):
     html = page(client, ref=ref["entry_id"], sort="date")
     assert "&times; the reference&rsquo;s time" in html and "(the reference)" in html
     assert f'<tr data-entry="{ref["entry_id"]}" data-provenance="self-reported" class="reference">' in html
+    entry_page = client.get(f"/entries/{ref['entry_id']}").text
+    assert f'class="as-reference" href="/tasks/cifar10/train-time?ref={ref["entry_id"]}"' in entry_page
     cost = api(client, "cifar10/train-cost")[0]  # the reference needs a value on the board it is applied to
     inference = api(client, "cifar10/latency")[0]
     r = client.get("/api/leaderboard/cifar10/train-time", params={"ref": inference["entry_id"]})

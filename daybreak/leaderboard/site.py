@@ -267,7 +267,8 @@ class Site:
     def export(self, folder: Path) -> int:
         """Write the whole site as static files under ``folder``; returns the number of files written.
 
-        Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; the
+        Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; a board
+        with rows then gets its sorted and filtered pages (boardpage.static_variants), one query each; the
         reproductions are read in one query; then the entries are read in id order, 100 at a time, each page
         rendered from what is already known."""
         folder = Path(folder)
