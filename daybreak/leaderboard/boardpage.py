@@ -47,7 +47,7 @@ def sort_links(task: str, obj: Objective, query: BoardQuery, link: Link) -> list
     out = []
     for key in SORTS:
         for order in ORDERS:
-            href = link("board", task=task, objective=obj.name, query=query.replace(sort=key, order=order, ref=None))
+            href = link("board", task=task, objective=obj.name, query=query.replace(sort=key, order=order))
             out.append({"label": f"{key} {ARROWS[order]}", "href": href,
                         "on": (query.sort, query.order) == (key, order)})
     return out if any(o["href"] for o in out) else []
@@ -66,7 +66,7 @@ def filter_groups(facets: dict[str, list[tuple[Any, int]]], task: str, obj: Obje
                   link: Link, server: bool) -> list[dict[str, Any]]:
     """One list of links per dimension: "all" and each value with its number of entries. On the server a link
     keeps the query's other filters and its order; in the static export it is the page of that one filter."""
-    base = query.replace(ref=None) if server else BoardQuery()
+    base = query if server else BoardQuery()
     groups = []
     for dim, values in shown_facets(facets).items():
         current = getattr(query, dim)
