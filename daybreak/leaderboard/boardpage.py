@@ -76,7 +76,7 @@ def filter_groups(facets: dict[str, list[tuple[Any, int]]], task: str, obj: Obje
         for value, count in values:
             q = base.replace(**{dim: (value,) if dim == "provenance" else value})
             options.append({"label": RULES_TEXT.get(value, value) if dim == "rules" else str(value), "count": count,
-                            "on": str(current) == str(value),
+                            "on": str(current).lower() == str(value).lower(),
                             "href": link("board", task=task, objective=obj.name, query=q)})
         groups.append({"dim": dim, "title": FILTERS[dim], "options": options})
     return groups
