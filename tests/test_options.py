@@ -41,6 +41,8 @@ def _add_argument_flags() -> dict[str, list[str]]:
 # --out of an analysis, a sweep or an experiment is that command's output folder, not a run directory.
 OTHER_MEANING = {"--amp": ("daybreak/sweep/commands.py",), "--compile": ("daybreak/sweep/commands.py",),
                  "--task": ("daybreak/leaderboard/commands.py",),
+                 # analyze score reads one of the two clocks every record holds (RunConfig's reader checks it)
+                 "--rules": ("daybreak/analysis/commands.py",),
                  "--out": ("daybreak/analysis/commands.py", "daybreak/sweep/commands.py", "daybreak/sweep/peak.py",
                            "daybreak/leaderboard/commands.py"),
                  # the peak worker's own command line (python -m daybreak.sweep.peak), started by daybreak itself

@@ -104,8 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="what a submission is: the run's recipe name, the optimizer its record names (SGD, AdamW, "
                         "...), its experiment arm (experiment.json), or only the NAME=PATH labels (every path "
                         "labelled)")
-    c.add_argument("--rules", choices=list(RULE_SETS),
-                   help="the clock of every time (default: the runs' headline rule set; they must agree)")
+    c.add_argument("--rules", metavar="{" + ",".join(RULE_SETS) + "}",
+                   help="which of the two clocks every record holds to read (default: the runs' headline rule set; "
+                        "they must agree)")
     c.add_argument("--r-max", type=float, default=R_MAX, metavar="R",
                    help="the ratio to the fastest at which a task scores 0 (AlgoPerf's 4)")
     c.add_argument("--out", type=Path, default=DEFAULT_ANALYSIS_DIR, help="output directory")
@@ -240,7 +241,13 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from daybreak.analysis.score import analyze_score, table_rows, write_score
 
-    a = analyze_score(args.paths, by=args.by, rules=args.rules, r_max=args.r_max, command=["daybreak", *args.argv])
+    from daybreak.config import parse_rules
+
+    try:
+        rules = None if args.rules is None else parse_rules(args.rules)  # RunConfig's reader: the same words
+    except ValueError as e:
+        raise ConfigError(f"--rules {args.rules}: {e}") from None
+    a = analyze_score(args.paths, by=args.by, rules=rules, r_max=args.r_max, command=["daybreak", *args.argv])
     written = write_score(a, args.out)
     if args.json:
         print(a.model_dump_json(indent=2))

@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.submission import PROVENANCE_SELF, PROVENANCES
+from daybreak.leaderboard.query import BoardQuery, QueryError
+from daybreak.leaderboard.query import parse_provenance as parse_provenance  # the CLI's and the web's reader
+from daybreak.leaderboard.submission import PROVENANCE_SELF
 
 
 NOT_A_NUMBER = "\u2014"  # what a value that is not a finite number shows (never stored since the bounds)
@@ -76,6 +78,7 @@ class Objective:
     kind: str  # "train" or "inference"
     header: str  # the value column's heading
     fmt: Callable[[float], str]
+    noun: str = "value"  # what a ratio to a reference entry compares: "3.2x the reference's time"
 
     def display(self, value: float) -> str:
         return self.fmt(value)
@@ -83,14 +86,17 @@ class Objective:
 
 OBJECTIVES: dict[str, Objective] = {
     o.name: o for o in (
-        Objective("train-time", "Training time", "time_to_target_s", "seconds", "train", "Time to target", format_hms),
-        Objective("train-cost", "Training cost", "train_cost_usd", "USD", "train", "Cost (USD)", format_usd),
-        Objective("latency", "Inference latency", "latency_ms", "ms", "inference", "1-example latency (ms)", format_ms),
+        Objective("train-time", "Training time", "time_to_target_s", "seconds", "train", "Time to target", format_hms,
+                  "time"),
+        Objective("train-cost", "Training cost", "train_cost_usd", "USD", "train", "Cost (USD)", format_usd, "cost"),
+        Objective("latency", "Inference latency", "latency_ms", "ms", "inference", "1-example latency (ms)", format_ms,
+                  "latency"),
         Objective("inference-cost", "Inference cost", "inference_cost_10k_usd", "USD", "inference",
-                  "Cost for 10,000 examples (USD)", format_usd),
-        Objective("train-energy", "Training energy", "train_energy_j", "J", "train", "Energy to target", format_joules),
+                  "Cost for 10,000 examples (USD)", format_usd, "cost"),
+        Objective("train-energy", "Training energy", "train_energy_j", "J", "train", "Energy to target", format_joules,
+                  "energy"),
         Objective("inference-energy", "Inference energy", "inference_energy_10k_j", "J", "inference",
-                  "Energy for 10,000 examples", format_joules),
+                  "Energy for 10,000 examples", format_joules, "energy"),
     )
 }
 
@@ -173,8 +179,32 @@ def significance(above: Any, below: Any, objective: Objective) -> dict[str, Any]
     return {"p_value": p, "significant": significant, "alpha": ALPHA, "test": "Welch's t-test (two-sided)"}
 
 
-def row(entry: Any, objective: Objective, rank: int, above: Any = None) -> dict[str, Any]:
-    """One leaderboard row, as `daybreak leaderboard show --json` and /api/ give it."""
+def rules_label(entry: Any) -> str:
+    """The clock an entry's time follows: "DAWNBench v1", "MLPerf v4.0 closed"."""
+    if (getattr(entry, "clock_rules", None) or "dawnbench") == "dawnbench":
+        return "DAWNBench v1"
+    round_ = getattr(entry, "mlperf_round", None) or ""
+    if round_ and not round_.startswith("v"):
+        round_ = f"v{round_}"
+    return " ".join(p for p in ("MLPerf", round_, getattr(entry, "division", None) or "") if p)
+
+
+def system_fields(entry: Any) -> dict[str, Any]:
+    """The structured system and rule set of a row (schema 4 columns; "" / None where not stated)."""
+    return {"accelerator": getattr(entry, "accelerator", None) or "",
+            "accelerator_count": getattr(entry, "accelerator_count", None),
+            "cpu": getattr(entry, "cpu", None) or "", "framework_name": getattr(entry, "framework_name", None) or "",
+            "framework_version": getattr(entry, "framework_version", None) or "",
+            "cloud_instance": getattr(entry, "cloud_instance", None) or "", "rules": rules_label(entry),
+            "clock_rules": getattr(entry, "clock_rules", None) or "dawnbench",
+            "mlperf_round": getattr(entry, "mlperf_round", None) or "",
+            "division": getattr(entry, "division", None) or "",
+            "availability": getattr(entry, "availability", None) or ""}
+
+
+def row(entry: Any, objective: Objective, rank: int, above: Any = None, compare: bool = True) -> dict[str, Any]:
+    """One leaderboard row, as `daybreak leaderboard show --json` and /api/ give it; ``above``: the entry ranked just
+    before it, compared with Welch's test when ``compare``."""
     from daybreak.leaderboard.store import run_times
 
     value = float(getattr(entry, objective.column))
@@ -189,7 +219,7 @@ def row(entry: Any, objective: Objective, rank: int, above: Any = None) -> dict[
         reproduction = {"status": status, "ratio": getattr(entry, "reproduction_ratio", None),
                         "reproduced_by": getattr(entry, "reproduced_by", None),
                         "reproduction_of": getattr(entry, "reproduction_of", None)}
-    test = significance(above, entry, objective) if above is not None else None
+    test = significance(above, entry, objective) if above is not None and compare else None
     display = objective.display(value)
     covers = getattr(entry, "energy_covers", None) or None
     if objective.name in ENERGY_OBJECTIVES and covers:
@@ -213,6 +243,7 @@ def row(entry: Any, objective: Objective, rank: int, above: Any = None) -> dict[
         "provenance_detail": getattr(entry, "provenance_detail", None) or "",
         "runs": runs,
         "reproduction": reproduction,
+        **system_fields(entry),
         "p_value_vs_above": None if test is None else test["p_value"],
         "significant_vs_above": None if test is None else test["significant"],
         **({"energy_covers": covers} if objective.name in ENERGY_OBJECTIVES else {}),
@@ -229,31 +260,41 @@ def rows_from(entries: Sequence[Any], objective: Objective, first_rank: int = 1,
     return out
 
 
-def parse_provenance(text: str | Sequence[str] | None) -> list[str] | None:
-    """``reproduced,daybreak-run`` -> a validated list (ConfigError naming the unknown one); empty -> None."""
-    if not text:
-        return None
-    items = text.split(",") if isinstance(text, str) else list(text)
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        if item not in PROVENANCES:
-            raise ConfigError(f"unknown provenance {item[:40]!r}; known: {', '.join(PROVENANCES)}")
-        if item not in out:
-            out.append(item)
-    return out or None
-
-
 def leaderboard(store, task: str, objective: str | Objective, top: int | None = None, offset: int = 0,
-                provenance: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Ranked rows of one task x objective from the store (rows ``offset+1`` .. ``offset+top``)."""
+                provenance: Sequence[str] | None = None, query: BoardQuery | None = None) -> list[dict[str, Any]]:
+    """Rows ``offset+1`` .. ``offset+top`` of one task x objective from the store, filtered and ordered by
+    ``query``; each row's rank is its rank on the objective among the rows the filters keep. Adjacent rows are
+    compared (Welch's test) only in rank order."""
     obj = objective if isinstance(objective, Objective) else get_objective(objective)
-    start = max(0, offset - 1)
+    query = query or BoardQuery()
+    if provenance:
+        query = query.replace(provenance=tuple(provenance))
+    start = max(0, offset - 1) if query.ranked_order else offset
     limit = None if top is None else top + (offset - start)
-    ranked = store.ranked(task, obj.column, limit=limit, offset=start, provenance=provenance)
+    ranked = store.ranked(task, obj.column, limit=limit, offset=start, query=query)
     above = None
-    if offset > 0 and ranked:
+    if offset > start and ranked:
         above, ranked = ranked[0].entry, ranked[1:]
-    return rows_from([r.entry for r in ranked], obj, first_rank=offset + 1, above=above)
+    return [row(r.entry, obj, r.rank, above if i == 0 else ranked[i - 1].entry, compare=query.ranked_order)
+            for i, r in enumerate(ranked)]
+
+
+def with_reference(rows: list[dict[str, Any]], reference: Any, objective: Objective) -> list[dict[str, Any]]:
+    """Each row's value as a ratio to ``reference``'s (an entry with a positive value on ``objective``): the
+    rows gain ``ref_ratio`` and ``ref_text`` ("3.2x the reference's time")."""
+    ref_value = float(getattr(reference, objective.column))
+    for r in rows:
+        ratio = r["value"] / ref_value
+        r["ref_ratio"] = ratio
+        r["ref_text"] = f"{ratio:.3g}x the reference's {objective.noun}"
+    return rows
+
+
+def reference_value(reference: Any, task: str, objective: Objective) -> float:
+    """The value ``reference`` (a list row, or None) has on this board; a one-line QueryError when it has none."""
+    if reference is None:
+        raise QueryError("ref: no such entry")
+    value = getattr(reference, objective.column, None) if reference.task == task else None
+    if not _rankable(value) or value <= 0:
+        raise QueryError(f"ref: entry {reference.id} has no {objective.noun} on the {task} {objective.name} board")
+    return float(value)

@@ -1,8 +1,13 @@
 """The leaderboard's pages (Jinja2, autoescaped) for the web server and the static export.
 
 The same templates serve both: ``link(...)`` makes absolute URLs for the server and relative file paths for the
-static site. File and URL names come only from the task and objective registries and integer entry ids, never
-from a submission.
+static site. File and URL names come only from the task and objective registries, integer entry ids and a board
+query's static name (daybreak.leaderboard.query: enumerated values, years, and slugs with a hash for accelerator
+and framework names), never from a submission as is.
+
+A board page (``board_html``) is filtered, sorted and paged by a BoardQuery; the static export writes each board,
+then one page per sort column and order and one per value of each filter (``tasks/cifar10/train-time/
+sort-date-desc.html``, ``.../accelerator-nvidia-v100-3f2a9c1b.html``, ``.../year-2018.html``), linked from it.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from daybreak.version import __version__
 from daybreak.fileio import atomic_write_text
+from daybreak.leaderboard import boardpage
 from daybreak.leaderboard.plot import curve_svg
-from daybreak.leaderboard.ranking import OBJECTIVES, Objective, format_hms, leaderboard, unranked_reason
+from daybreak.leaderboard.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, ORDERS, SORTS, BoardQuery
+from daybreak.leaderboard.ranking import (
+    OBJECTIVES, Objective, format_hms, leaderboard, unranked_reason, with_reference,
+)
 from daybreak.leaderboard.submission import FORMAT_REPEAT, PROVENANCE_SELF
 from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, leaderboard_task
 
@@ -33,8 +42,10 @@ Link = Callable[..., str]
 
 
 def server_link(kind: str, **kw: Any) -> str:
-    query = {k: v for k, v in (("page", kw.get("page")), ("provenance", kw.get("provenance"))) if v}
-    suffix = ("?" + urlencode(query)) if query else ""
+    """``query``: a BoardQuery (its parameters); ``provenance``: a comma list (the index's filter); ``page``."""
+    params = dict(kw["query"].params()) if kw.get("query") is not None else {}
+    params.update({k: str(v) for k, v in (("provenance", kw.get("provenance")), ("page", kw.get("page"))) if v})
+    suffix = ("?" + urlencode(params)) if params else ""
     if kind == "index":
         return "/" + suffix
     if kind == "board":
@@ -47,11 +58,14 @@ def server_link(kind: str, **kw: Any) -> str:
 def static_link(depth: int) -> Link:
     prefix = "../" * depth
 
-    def link(kind: str, **kw: Any) -> str:
+    def link(kind: str, **kw: Any) -> str | None:
+        """A board's page for ``query`` (None where the export writes none: see BoardQuery.static_name)."""
         if kind == "index":
             return prefix + "index.html"
         if kind == "board":
-            return f"{prefix}tasks/{quote(kw['task'])}/{quote(kw['objective'])}.html"
+            name = (kw.get("query") or BoardQuery()).static_name()
+            board = f"{prefix}tasks/{quote(kw['task'])}/{quote(kw['objective'])}"
+            return None if name is None else f"{board}.html" if not name else f"{board}/{quote(name)}.html"
         if kind == "entry":
             return f"{prefix}entries/{int(kw['entry_id'])}.html"
         raise ValueError(kind)
@@ -138,6 +152,7 @@ class Site:
         self.env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                                trim_blocks=True, lstrip_blocks=True)
         self.env.globals["provenance_text"] = PROVENANCE_TEXT
+        self.env.globals["BoardQuery"] = BoardQuery
         self.env.filters["pct"] = lambda v: "-" if v is None else f"{v * 100:.1f}%"
         self.env.filters["pvalue"] = lambda p: "-" if p is None else (f"{p:.2g}" if p >= 1e-4 else "< 0.0001")
 
@@ -211,17 +226,39 @@ class Site:
         return self._render("index.html", link, sections=self.sections(provenance=provenance),
                             total_entries=self.store.count(), provenance=provenance or [])
 
+    def facets(self, task: str, obj: Objective) -> dict[str, list[tuple[Any, int]]]:
+        """Each filter dimension's values on one board, with their numbers of entries (unfiltered)."""
+        return {dim: self.store.facets(task, obj.column, dim) for dim in boardpage.FILTERS}
+
     def board_html(self, task: str, objective: str, link: Link = server_link, page: int = 1,
                    per_page: int | None = PAGE_ROWS, provenance: Sequence[str] | None = None,
-                   rows: list[dict[str, Any]] | None = None) -> str:
+                   rows: list[dict[str, Any]] | None = None, query: BoardQuery | None = None,
+                   facets: dict[str, list[tuple[Any, int]]] | None = None) -> str:
+        """One board, filtered and ordered by ``query`` (``rows``: all of them, already read: the export)."""
         lb_task, obj = leaderboard_task(task), OBJECTIVES[objective]
-        total = self.store.count_ranked(lb_task.name, obj.column, provenance=provenance) if rows is None else len(rows)
+        query = (query or BoardQuery()).replace(**({"provenance": tuple(provenance)} if provenance else {}))
+        ref = boardpage.reference(self.store, lb_task.name, obj, query)
         if rows is None:
+            total = self.store.count_ranked(lb_task.name, obj.column, query=query)
             rows = leaderboard(self.store, lb_task.name, obj, top=per_page, offset=(page - 1) * (per_page or 0),
-                               provenance=provenance)
-        pages = 1 if not per_page else max(1, -(-total // per_page))
-        return self._render("board.html", link, task=lb_task, objective=obj, rows=rows, total=total, page=page,
-                            pages=pages, provenance=provenance or [])
+                               query=query)
+        else:
+            total = len(rows)
+        if ref is not None:
+            rows = with_reference([dict(r) for r in rows], ref, obj)
+        facets = self.facets(lb_task.name, obj) if facets is None else facets
+        server = link is server_link
+        filtered = bool(query.filters())
+        all_total = self.store.count_ranked(lb_task.name, obj.column) if filtered else total
+        return self._render(
+            "board.html", link, task=lb_task, objective=obj, rows=rows, total=total, page=page,
+            pages=1 if not per_page else max(1, -(-total // per_page)), query=query, ref=ref,
+            provenance=list(query.provenance), filtered=filtered, all_total=all_total,
+            headers=boardpage.headers(lb_task.name, obj, query, link),
+            sort_links=boardpage.sort_links(lb_task.name, obj, query, link) if all_total else [],
+            filters=boardpage.filter_groups(facets, lb_task.name, obj, query, link, server),
+            choices=boardpage.shown_facets(facets), plots=boardpage.plots(self.store, lb_task.name, obj, query, link),
+            sorts=SORTS, orders=ORDERS, rules_choices=CLOCK_RULES, divisions=DIVISIONS, availabilities=AVAILABILITIES)
 
     def entry_html(self, entry: Any, link: Link = server_link, **context: Any) -> str:
         return self._render("entry.html", link, **self.entry_context(entry, **context))
@@ -231,7 +268,8 @@ class Site:
     def export(self, folder: Path) -> int:
         """Write the whole site as static files under ``folder``; returns the number of files written.
 
-        Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; the
+        Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; a board
+        with rows then gets its sorted and filtered pages (boardpage.static_variants), one query each; the
         reproductions are read in one query; then the entries are read in id order, 100 at a time, each page
         rendered from what is already known."""
         folder = Path(folder)
@@ -251,9 +289,14 @@ class Site:
                 rows = leaderboard(self.store, task.name, obj)
                 for r in rows:
                     ranks.setdefault(r["entry_id"], {})[obj.name] = (r["rank"], len(rows))
+                facets = self.facets(task.name, obj) if rows else {}
                 write(f"tasks/{task.name}/{obj.name}.html",
-                      self.board_html(task.name, obj.name, static_link(2), per_page=None, rows=rows))
+                      self.board_html(task.name, obj.name, static_link(2), per_page=None, rows=rows, facets=facets))
                 write(f"api/leaderboard/{task.name}/{obj.name}.json", json.dumps(rows, indent=2) + "\n")
+                for query in boardpage.static_variants(facets) if rows else []:
+                    write(f"tasks/{task.name}/{obj.name}/{query.static_name()}.html",
+                          self.board_html(task.name, obj.name, static_link(3), per_page=None, query=query,
+                                          facets=facets))
         write("api/tasks.json", json.dumps(tasks_json, indent=2) + "\n")
         reproductions = self.store.all_reproductions()
         for entry in self.store.iter_entries():

@@ -28,13 +28,13 @@ import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, time, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import (
-    Double, DateTime, Index, Integer, String, Text, and_, create_engine, event, func, inspect, or_, select, text,
-    update,
+    Double, DateTime, Index, Integer, String, Text, and_, case, create_engine, event, extract, func, inspect, or_,
+    select, text, update,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
@@ -42,6 +42,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from daybreak.errors import DaybreakError
+from daybreak.leaderboard.query import BoardQuery
 from daybreak.leaderboard.submission import (
     MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF, PROVENANCES,
     Submission, one_line,
@@ -210,7 +211,9 @@ LIST_COLUMNS = (
     "submitted_at", "ranked_at", "imported_at", "metric", "target", "accuracy", "time_to_target_s", "train_cost_usd",
     "latency_ms", "inference_cost_10k_usd", "cost_per_hour", "epochs_to_target", "provenance", "provenance_detail",
     "runs_n", "runs_reached", "runs_cv", "run_times_json", "reproduction_of", "reproduced_by", "reproduction_ratio",
-    "reproduction_status", "train_energy_j", "inference_energy_10k_j", "energy_covers",
+    "reproduction_status", "train_energy_j", "inference_energy_10k_j", "energy_covers", "accelerator",
+    "accelerator_count", "cpu", "framework_name", "framework_version", "cloud_instance", "clock_rules", "mlperf_round",
+    "division", "availability",
 )
 _LIST = [getattr(Entry, c) for c in LIST_COLUMNS]
 
@@ -282,6 +285,71 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 class Ranked:
     entry: Any  # a list row (LIST_COLUMNS as attributes) or an Entry
     value: float
+    rank: int | None = None  # among the rows the query kept (smallest value first)
+
+
+FACETS = {  # a board's filter dimension -> what it groups on (BoardQuery's names)
+    "accelerator": Entry.accelerator, "framework": Entry.framework_name, "year": extract("year", Entry.submitted_at),
+    "provenance": Entry.provenance, "rules": Entry.clock_rules, "division": Entry.division,
+    "availability": Entry.availability,
+}
+MAX_FACETS = 200  # values of one dimension a board lists at most
+
+
+def _filters(query: BoardQuery) -> list[Any]:
+    """BoardQuery's filters as SQL conditions (text filters: exact, case-insensitive)."""
+    out: list[Any] = []
+    if query.accelerator:
+        out.append(func.lower(Entry.accelerator) == query.accelerator.lower())
+    if query.framework:
+        out.append(func.lower(Entry.framework_name) == query.framework.lower())
+    if query.min_count is not None:
+        out.append(Entry.accelerator_count >= query.min_count)
+    if query.max_count is not None:
+        out.append(Entry.accelerator_count <= query.max_count)
+    if query.since:
+        out.append(Entry.submitted_at >= datetime.combine(query.since, time.min))
+    if query.until:
+        out.append(Entry.submitted_at <= datetime.combine(query.until, time.max))
+    if query.year:
+        out += [Entry.submitted_at >= datetime(query.year, 1, 1),
+                Entry.submitted_at <= datetime(query.year, 12, 31, 23, 59, 59, 999999)]
+    if query.provenance:
+        out.append(Entry.provenance.in_(list(query.provenance)))
+    if query.rules:
+        out.append(func.coalesce(Entry.clock_rules, "dawnbench") == query.rules)
+    if query.division:
+        out.append(Entry.division == query.division)
+    if query.availability:
+        out.append(Entry.availability == query.availability)
+    return out
+
+
+def _order_by(c: Any, query: BoardQuery) -> list[Any]:
+    """ORDER BY for ``query.sort`` over the ranked subquery's columns ``c``: rows without a value last in either
+    order, ties by rank."""
+    trust = case({p: i for i, p in enumerate(PROVENANCES)}, value=c.provenance, else_=len(PROVENANCES))
+    keys = {
+        "rank": [c.board_rank], "model": [func.lower(c.model)], "accelerator": [func.lower(c.accelerator)],
+        "count": [c.accelerator_count], "framework": [func.lower(c.framework_name), _text(c.framework_version)],
+        "date": [c.submitted_at], "rules": [func.coalesce(c.clock_rules, "dawnbench"), _text(c.mlperf_round),
+                                             _text(c.division)],
+        "provenance": [trust], "runs": [func.coalesce(c.runs_n, 1)],
+    }[query.sort]
+    out = [keys[0].is_(None)] if query.sort in ("accelerator", "count", "framework") else []
+    out += [k.desc() if query.order == "desc" else k.asc() for k in keys]
+    return out + [c.board_rank]
+
+
+def _text(column: Any) -> Any:
+    """A text column whose NULL (not stated) sorts as "" on every database (SQLite puts NULL first, PostgreSQL
+    last)."""
+    return func.coalesce(column, "")
+
+
+def _with_provenance(query: BoardQuery | None, provenance: Sequence[str] | None) -> BoardQuery:
+    query = query or BoardQuery()
+    return query.replace(provenance=tuple(provenance)) if provenance else query
 
 
 def _row(r: Any) -> SimpleNamespace:
@@ -671,38 +739,50 @@ class Store:
             yield from rows
             last = rows[-1].id
 
-    def _ranked_filter(self, task: str, column: str, provenance: Sequence[str] | None):
+    def _ranked_filter(self, task: str, column: str, query: BoardQuery | None):
         attr = getattr(Entry, column)
         conditions = [Entry.task == task, attr.is_not(None), attr >= 0, attr <= MAX_RANKED_VALUE]
-        if provenance:
-            conditions.append(Entry.provenance.in_(list(provenance)))
-        return attr, and_(*conditions)
+        return attr, and_(*conditions, *_filters(query or BoardQuery()))
 
     def ranked(self, task: str, column: str, limit: int | None = None, offset: int = 0,
-               provenance: Sequence[str] | None = None) -> list[Ranked]:
-        """Rows of ``task`` with a value in ``column`` (LIST_COLUMNS only), best (smallest) first; ties: the earlier
-        submission (``ranked_at``), then the entry stored first."""
-        attr, where = self._ranked_filter(task, column, provenance)
+               provenance: Sequence[str] | None = None, query: BoardQuery | None = None) -> list[Ranked]:
+        """Rows of ``task`` with a value in ``column`` that pass ``query``'s filters (LIST_COLUMNS only), each with
+        its rank among them (the smallest value first; ties: the earlier submission (``ranked_at``), then the entry
+        stored first), in ``query``'s order (default: by rank)."""
+        query = _with_provenance(query, provenance)
+        attr, where = self._ranked_filter(task, column, query)
+        rank = func.row_number().over(order_by=(attr.asc(), Entry.ranked_at.asc(), Entry.id.asc()))
+        rows = select(*_LIST, rank.label("board_rank")).where(where).subquery()
+        q = select(rows).order_by(*_order_by(rows.c, query))
+        if limit is not None:
+            q = q.limit(limit)
+        if offset:
+            q = q.offset(offset)
         with self._reading() as session:
-            q = (select(*_LIST).where(where)
-                 .order_by(attr.asc(), Entry.ranked_at.asc(), Entry.id.asc()))
-            if limit is not None:
-                q = q.limit(limit)
-            if offset:
-                q = q.offset(offset)
-            return [Ranked(e, getattr(e, column)) for e in map(_row, session.execute(q))]
+            return [Ranked(e, getattr(e, column), e.board_rank) for e in map(_row, session.execute(q))]
 
-    def count_ranked(self, task: str, column: str, provenance: Sequence[str] | None = None) -> int:
-        _attr, where = self._ranked_filter(task, column, provenance)
+    def count_ranked(self, task: str, column: str, provenance: Sequence[str] | None = None,
+                     query: BoardQuery | None = None) -> int:
+        _attr, where = self._ranked_filter(task, column, _with_provenance(query, provenance))
         with self._reading() as session:
             return int(session.scalar(select(func.count(Entry.id)).where(where)) or 0)
+
+    def facets(self, task: str, column: str, dimension: str) -> list[tuple[Any, int]]:
+        """(value, rows) of one filter dimension (a key of FACETS) over the rows of ``task`` ranked on ``column``,
+        unfiltered, by value."""
+        key = FACETS[dimension]
+        _attr, where = self._ranked_filter(task, column, None)
+        q = select(key, func.count(Entry.id)).where(where, key.is_not(None)).group_by(key).order_by(key)
+        with self._reading() as session:
+            rows = session.execute(q.limit(MAX_FACETS)).all()
+        return [(int(v) if dimension == "year" else v, int(n)) for v, n in rows if v != ""]
 
     def rank_of(self, entry: Any, column: str, provenance: Sequence[str] | None = None) -> tuple[int, int] | None:
         """(rank, total) of ``entry`` on ``column`` by two COUNT queries; None if it is not ranked there."""
         value = getattr(entry, column, None)
         if value is None or not (math.isfinite(value) and 0 <= value <= MAX_RANKED_VALUE):
             return None
-        attr, where = self._ranked_filter(task=entry.task, column=column, provenance=provenance)
+        attr, where = self._ranked_filter(entry.task, column, _with_provenance(None, provenance))
         when = entry.ranked_at or entry.submitted_at
         before = or_(attr < value, and_(attr == value, or_(Entry.ranked_at < when,
                                                             and_(Entry.ranked_at == when, Entry.id < entry.id))))

@@ -1,10 +1,14 @@
 """`daybreak leaderboard serve`: the leaderboard as a web site (FastAPI, server-rendered Jinja2 pages) + JSON API.
 
 Pages: ``/`` (every task x objective table, top 10), ``/tasks/{task}/{objective}?page=N`` (one full table, 100
-rows a page), ``/entries/{id}`` (an entry: its accuracy-vs-time curve as inline SVG, provenance, runs,
-reproductions and all its metadata); ``?provenance=reproduced,daybreak-run`` filters the tables.
-API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...``,
-``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``, ``GET /api/jobs/{id}``.
+rows a page, with its filters and, for training time, the time-vs-cost and record plots), ``/entries/{id}`` (an
+entry: its accuracy-vs-time curve as inline SVG, provenance, runs, reproductions and all its metadata);
+``?provenance=reproduced,daybreak-run`` filters the tables. A board and its API take the board query of
+daybreak.leaderboard.query: ``?accelerator=NVIDIA+V100&framework=PyTorch&min_count=8&since=2018-01-01&year=2018``
+``&rules=mlperf&division=closed&availability=available&sort=date&order=desc&ref=ENTRY_ID`` (a bad value: 400).
+API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...`` (and the board
+query), ``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``,
+``GET /api/jobs/{id}``.
 
 A submission is either a form (``multipart/form-data`` or urlencoded) with the fields ``submission`` (a
 DAWNBench v1 JSON, daybreak's result.json / inference.json, or a repeat's summary.json), ``tsv`` (the DAWNBench
@@ -243,11 +247,23 @@ def _provenance_param(text: str | None) -> list[str] | None:
         raise _Rejected(400, str(e)) from None
 
 
+def _board_query(params) -> Any:
+    """The board query of a request's parameters (daybreak.leaderboard.query); a bad value is a 400."""
+    from daybreak.leaderboard.query import QueryError, parse_query
+
+    try:
+        return parse_query(params)
+    except QueryError as e:
+        raise _Rejected(400, one_line(str(e), 300)) from None
+
+
 def create_app(store=None, *, token_file: str | Path | None = None, tokens: list[Token] | None = None,
                max_request_bytes: int = MAX_REQUEST_BYTES, limits: Limits | None = None):
     """The ASGI app. ``store``: a Store or a database URL (None: the default database)."""
     from daybreak.leaderboard.importer import MAX_RUN_FILES, parse_submission
-    from daybreak.leaderboard.ranking import OBJECTIVES, leaderboard
+    from daybreak.leaderboard.boardpage import reference
+    from daybreak.leaderboard.query import QueryError
+    from daybreak.leaderboard.ranking import OBJECTIVES, leaderboard, with_reference
     from daybreak.leaderboard.reproduce import ReproduceError, plan_for
     from daybreak.leaderboard.site import Site, entry_json, job_json, task_json
     from daybreak.leaderboard.store import Store, StoreError
@@ -288,6 +304,10 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
                                 '<a href="/">All tasks</a></p>', status_code=400)
         return error(exc.status, exc.message, exc.headers)
 
+    @app.exception_handler(QueryError)
+    async def _bad_query(request: Request, exc: QueryError):
+        return await _rejected(request, _Rejected(400, one_line(str(exc), 300)))
+
     @app.exception_handler(StoreError)
     async def _unavailable(request: Request, exc: StoreError):
         message = f"the leaderboard database is unavailable: {one_line(str(exc), 300)}"
@@ -308,8 +328,8 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         if task not in task_names() or objective not in OBJECTIVES:
             return not_found_page("leaderboard")
         page = _int_param(request.query_params.get("page"), "page", 1, MAX_PAGE, 1)
-        provenance = _provenance_param(request.query_params.get("provenance"))
-        return HTMLResponse(site.board_html(task, objective, page=page, provenance=provenance))
+        query = _board_query(request.query_params)
+        return HTMLResponse(site.board_html(task, objective, page=page, query=query))
 
     @app.get("/entries/{entry_id}", response_class=HTMLResponse)
     def entry_page(entry_id: str):
@@ -332,10 +352,13 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
             return error(404, f"unknown objective; known: {', '.join(OBJECTIVES)}")
         top = _int_param(request.query_params.get("top"), "top", 1, MAX_TOP, DEFAULT_TOP)
         offset = _int_param(request.query_params.get("offset"), "offset", 0, MAX_OFFSET, 0)
-        provenance = _provenance_param(request.query_params.get("provenance"))
-        rows = leaderboard(store, task, objective, top=top, offset=offset, provenance=provenance)
-        total = store.count_ranked(task, OBJECTIVES[objective].column, provenance=provenance)
-        return JSONResponse(rows, headers={"X-Total-Count": str(total)})
+        query = _board_query(request.query_params)
+        obj = OBJECTIVES[objective]
+        ref = reference(store, task, obj, query)
+        rows = leaderboard(store, task, obj, top=top, offset=offset, query=query)
+        total = store.count_ranked(task, obj.column, query=query)
+        return JSONResponse(with_reference(rows, ref, obj) if ref is not None else rows,
+                            headers={"X-Total-Count": str(total)})
 
     @app.get("/api/entries/{entry_id}")
     def api_entry(entry_id: str):
