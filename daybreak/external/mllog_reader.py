@@ -1,8 +1,9 @@
 """Reading an external program's MLPerf ``:::MLLOG`` stream: lines -> events, and what the log declares.
 
 Pure functions only (no processes, no files): ``parse_line`` turns one line of program output into events
-(or malformed-line reports), ``parse_log`` a whole log file's bytes; ``log_info`` collects what the program declares about itself (framework, model,
-seed, batch size, ``submission_*``); ``TargetWatch`` watches a live stream for the target. What the events add up
+(or malformed-line reports), ``parse_log`` a whole log file's bytes; ``log_info`` collects what the program
+declares about itself (framework, model, seed, batch size, ``submission_*``); ``TargetWatch`` watches a live
+stream for the target. What the events add up
 to is daybreak.external.mllog_analysis (``analyze``), the clock cross-check daybreak.external.mllog_clock and the
 run's status daybreak.external.mllog_verdict (``verdict``).
 

@@ -210,7 +210,8 @@ LIST_COLUMNS = (
     "submitted_at", "ranked_at", "imported_at", "metric", "target", "accuracy", "time_to_target_s", "train_cost_usd",
     "latency_ms", "inference_cost_10k_usd", "cost_per_hour", "epochs_to_target", "provenance", "provenance_detail",
     "runs_n", "runs_reached", "runs_cv", "run_times_json", "reproduction_of", "reproduced_by", "reproduction_ratio",
-    "reproduction_status", "train_energy_j", "inference_energy_10k_j", "energy_covers",
+    "reproduction_status", "train_energy_j", "inference_energy_10k_j", "energy_covers", "clock_rules", "mlperf_round",
+    "division", "availability",
 )
 _LIST = [getattr(Entry, c) for c in LIST_COLUMNS]
 
