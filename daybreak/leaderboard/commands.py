@@ -159,8 +159,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.store import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
-    if args.task is not None:
-        leaderboard_task(args.task)
+    if args.task is not None and leaderboard_task(args.task).clock_rules == "mlperf":
+        raise ConfigError(f"--task {args.task}: an MLPerf benchmark's board takes MLPerf results only; import them "
+                          "with `daybreak leaderboard import-mlperf DIR`")
     with Store(args.db) as store:
         _say_migrated(store)
         report = import_paths(store, list(args.paths), task=args.task)

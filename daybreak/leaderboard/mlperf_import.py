@@ -495,11 +495,16 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
              "converged; each run's time is run_stop - run_start of its log, read with `daybreak time --log`'s "
              "reader"]
     if score.seconds is not None:
-        drop_slow = bench.dropped - failed
+        def the(n: int, what: str) -> str:
+            return f"the {what}" if n == 1 else f"the {n} {what}"
+
+        dropped = [the(bench.dropped, "fastest")]
+        if bench.dropped - failed:
+            dropped.append(the(bench.dropped - failed, "slowest"))
+        if failed:
+            dropped.append(f"{the(failed, 'run')} that did not converge (counted as the slowest)")
         notes.append(f"score: MLPerf's olympic mean {score.seconds:.3f} s ({score.seconds / 60:.3f} min) of "
-                     f"{len(score.kept)} runs: the {bench.dropped} fastest and the {drop_slow} slowest converged "
-                     f"run{'s' if drop_slow != 1 else ''} dropped"
-                     + (f", the {failed} that did not converge counted as the slowest" if failed else "")
+                     f"{len(score.kept)} runs, {' and '.join(dropped)} dropped"
                      + (f"; times the review's scaling factor {factor:g} (scaling.json)" if factor != 1.0 else ""))
     else:
         notes.append(score.why_not)
