@@ -400,8 +400,8 @@ def _scaling_factor(folder: Path) -> tuple[float, bytes | None]:
     doc = load_json(data, str(path))
     factor = as_number(doc.get("scaling_factor")) if isinstance(doc, dict) else None
     if factor is None or not 0 < factor <= 100:
-        raise SubmissionError(f"{path}: 'scaling_factor' must be a number greater than 0 (MLPerf multiplies the "
-                              "score by it)")
+        raise SubmissionError(f"{path}: 'scaling_factor' must be a number above 0 and at most 100 (MLPerf "
+                              "multiplies the score by it)")
     return factor, data
 
 
@@ -448,7 +448,7 @@ def read_folder(folder: BenchmarkFolder, round_: str) -> tuple[Submission, list[
             run.malformed = run.reason
         if run.malformed:
             problems.append(Outcome(str(path), "skipped", f"{run.malformed}; counted as a run that did not converge",
-                                    files=1))
+                                    files=0))  # the file is counted with its folder's entry
         runs.append(run)
     # the systems JSON's division; where it names none (v0.7 has 'divison' typos), the logs' submission_division
     division = system.division or next((r.division for r in runs if r.division), "")
@@ -604,9 +604,8 @@ def import_mlperf(store, root: Path, round_: str | None = None) -> tuple[str, Im
         entry_id, created = store.add(sub)
         scored = "" if sub.time_to_target_s is not None else next(
             (n for n in sub.notes if n.startswith("not scored")), "not scored")
-        malformed = sum(1 for o in file_problems if o.files)
         report.outcomes.append(Outcome(str(folder.path), "stored" if created else "duplicate", scored,
-                                       entry_id=entry_id, files=(sub.runs_n or 0) - malformed))
+                                       entry_id=entry_id, files=sub.runs_n or 0))
         report.outcomes.extend(file_problems)
     report.outcomes.extend(problems)
     report.outcomes.sort(key=lambda o: o.path)
