@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = lsub.add_parser("show", help="print one ranked table",
                         description="Print the ranking of one task on one objective (smaller is better; ties go to "
                                     "the earlier submission).")
-    s.add_argument("--task", required=True, help="cifar10, imagenet, squad, digits, mnist")
+    s.add_argument("--task", required=True,
+                   help="cifar10, imagenet, squad, digits, mnist, or an MLPerf benchmark's board (mlperf-bert, ...)")
     s.add_argument("--objective", required=True, choices=list(OBJECTIVES))
     s.add_argument("--top", type=int, metavar="N", help="only the first N rows")
     s.add_argument("--provenance", metavar="P[,P]",
