@@ -305,7 +305,10 @@ def test_the_rules_column_and_the_mlperf_filters(server):
         "Under MLPerf"]
     assert [r["model"] for r in api(client, "mnist/train-time", sort="rules")] == ["Under DAWNBench", "Under MLPerf"]
     html = page(client, "mnist/train-time")
-    assert '<td class="rules">MLPerf v4.0 closed<br><span class="muted">available</span></td>' in html
+    assert ('<td class="rules rules-mlperf" title="timed and scored by MLPerf Training\'s rules: run_start to '
+            'run_stop, olympic mean of the round\'s runs">MLPerf v4.0 closed<br><span class="muted">target 99% top-1 '
+            'accuracy</span><br><span class="muted">available</span></td>') in html
+    assert '<td class="rules">DAWNBench v1</td>' in html
     assert '<td class="rules">DAWNBench v1</td>' in html
     assert 'data-dim="division"' in html and 'name="availability"' in html
     assert 'data-dim="division"' not in page(client)  # no MLPerf entry on cifar10: no MLPerf filters

@@ -1,8 +1,9 @@
 """Reading an external program's MLPerf ``:::MLLOG`` stream: lines -> events, and what the log declares.
 
 Pure functions only (no processes, no files): ``parse_line`` turns one line of program output into events
-(or malformed-line reports); ``log_info`` collects what the program declares about itself (framework, model,
-seed, batch size, ``submission_*``); ``TargetWatch`` watches a live stream for the target. What the events add up
+(or malformed-line reports), ``parse_log`` a whole log file's bytes; ``log_info`` collects what the program
+declares about itself (framework, model, seed, batch size, ``submission_*``); ``TargetWatch`` watches a live
+stream for the target. What the events add up
 to is daybreak.external.mllog_analysis (``analyze``), the clock cross-check daybreak.external.mllog_clock and the
 run's status daybreak.external.mllog_verdict (``verdict``).
 
@@ -91,6 +92,21 @@ def parse_line(line: str, lineno: int, wall: float | None = None) -> tuple[list[
             else:
                 bad.append(BadLine(lineno, reason, line.strip()))
         pos = nxt
+    return events, bad
+
+
+def parse_log(data: bytes) -> tuple[list[MllogEvent], list[BadLine]]:
+    """Every record of a whole log file (``parse_line`` on each line, numbered from 1; the bytes are read as UTF-8,
+    an undecodable byte as U+FFFD): what `daybreak time --log` and `daybreak leaderboard import-mlperf` read."""
+    events: list[MllogEvent] = []
+    bad: list[BadLine] = []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for n, raw in enumerate(lines, start=1):
+        e, b = parse_line(raw.decode("utf-8", errors="replace"), n)
+        events.extend(e)
+        bad.extend(b)
     return events, bad
 
 

@@ -31,7 +31,7 @@ from daybreak.external.child import (
     ProcessGroup, Terminal, TimingTerminated, install_signal_handlers, read_pipe, restore_signal_handlers,
 )
 from daybreak.external.mllog_analysis import Analysis, analyze
-from daybreak.external.mllog_reader import ACCURACY_UNITS, BadLine, MllogEvent, TargetWatch, parse_line
+from daybreak.external.mllog_reader import ACCURACY_UNITS, BadLine, MllogEvent, TargetWatch, parse_line, parse_log
 from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_verdict import ProgramEnd, describe_exit
 from daybreak.external.recorder import ExternalRecorder
@@ -119,15 +119,7 @@ def time_log(config: TimeConfig) -> RunResult:
         data = path.read_bytes()
     except OSError as e:
         raise DataError(f"--log {path}: cannot read it ({e.strerror or e})") from None
-    events: list[MllogEvent] = []
-    bad: list[BadLine] = []
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for n, raw in enumerate(lines, start=1):
-        e, b = parse_line(raw.decode("utf-8", errors="replace"), n)
-        events.extend(e)
-        bad.extend(b)
+    events, bad = parse_log(data)
     if not events and not bad:
         raise DataError(f"--log {path}: no :::MLLOG records in it")
     started_at = _from_ms(min((e.time_ms for e in events), default=None)) or datetime.now(timezone.utc)

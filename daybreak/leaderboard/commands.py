@@ -1,4 +1,4 @@
-"""CLI: `daybreak leaderboard import|show|score|serve|export|reproduce|worker`."""
+"""CLI: `daybreak leaderboard import|import-mlperf|show|score|serve|export|reproduce|worker`."""
 
 from __future__ import annotations
 
@@ -45,10 +45,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flags(q, RunConfig, "import")
     q.set_defaults(func=cmd_import)
 
+    m = lsub.add_parser(
+        "import-mlperf", help="score and store a published MLPerf Training results tree (one entry per system and "
+                              "benchmark)",
+        description="Read a checkout of an MLPerf Training results round (github.com/mlcommons/training_results_vX.Y: "
+                    "<submitter>/results/<system>/<benchmark>/result_*.txt and <submitter>/systems/<system>.json), "
+                    "or one submitter's folder of it, and store one entry per system and benchmark, scored by "
+                    "MLPerf's rule: the olympic mean of the round's required runs (fastest and slowest dropped; a "
+                    "run that did not converge counts as the slowest), each run's time run_stop - run_start as "
+                    "`daybreak time --log` reads it. ResNet-50 goes on the imagenet board beside DAWNBench's entries "
+                    "(its rows say they follow MLPerf's rules); every other benchmark on its own mlperf-* board. "
+                    "Entries are self-reported, with the round, division and availability. Each file or folder that "
+                    "cannot be used is reported on one line (exit status 1); the same content is never stored "
+                    "twice.")
+    m.add_argument("dir", type=Path, metavar="DIR")
+    m.add_argument("--round", metavar="vX.Y",
+                   help="the round (v0.7 .. v5.1); default: from the folder's name, training_results_vX.Y")
+    m.add_argument("--db", metavar="URL", help=DB_HELP)
+    m.add_argument("--json", action="store_true", help="print the import report as JSON")
+    add_flags(m, RunConfig, "import")
+    m.set_defaults(func=cmd_import_mlperf)
+
     s = lsub.add_parser("show", help="print one ranked table",
                         description="Print the ranking of one task on one objective (smaller is better; ties go to "
                                     "the earlier submission).")
-    s.add_argument("--task", required=True, help="cifar10, imagenet, squad, digits, mnist")
+    s.add_argument("--task", required=True,
+                   help="cifar10, imagenet, squad, digits, mnist, or an MLPerf benchmark's board (mlperf-bert, ...)")
     s.add_argument("--objective", required=True, choices=list(OBJECTIVES))
     s.add_argument("--top", type=int, metavar="N", help="only the first N rows")
     s.add_argument("--provenance", metavar="P[,P]",
@@ -153,8 +175,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.store import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
-    if args.task is not None:
-        leaderboard_task(args.task)
+    if args.task is not None and leaderboard_task(args.task).clock_rules == "mlperf":
+        raise ConfigError(f"--task {args.task}: an MLPerf benchmark's board takes MLPerf results only; import them "
+                          "with `daybreak leaderboard import-mlperf DIR`")
     with Store(args.db) as store:
         _say_migrated(store)
         report = import_paths(store, list(args.paths), task=args.task)
@@ -172,11 +195,34 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 1 if report.skipped else 0
 
 
+def cmd_import_mlperf(args: argparse.Namespace) -> int:
+    from daybreak.leaderboard.mlperf_import import import_mlperf, resolve_round
+    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.submission import printable
+
+    resolve_round(args.dir, args.round)  # a wrong folder or round is a one-line error before the database opens
+    with Store(args.db) as store:
+        _say_migrated(store)
+        round_, report = import_mlperf(store, args.dir, args.round)
+        if args.json:
+            print(json.dumps({"round": round_, **report.to_json()}, indent=2))
+        else:
+            for o in report.outcomes:
+                if o.status == "skipped":
+                    print(printable(f"skipped {o.path}: {o.reason}"), file=sys.stderr)
+                elif not getattr(args, "quiet", False):
+                    state = "stored   " if o.status == "stored" else "unchanged"
+                    print(printable(f"{state} {o.path} (entry {o.entry_id}" + (f"; {o.reason})" if o.reason else ")")))
+            print(f"imported MLPerf Training {round_} into {store.display_url}: {report.summary()}")
+    return 1 if report.skipped else 0
+
+
 def _table(rows: list[dict], header: str) -> str:
     cols = [("rank", "#", 4), ("display", header, 12), ("model", "model", 34), ("hardware", "hardware", 40),
             ("framework", "framework", 22), ("date", "date", 10), ("provenance", "provenance", 13),
-            ("runs_text", "runs", 30)]
+            ("rules_text", "rules", 24), ("runs_text", "runs", 30)]
     for r in rows:
+        r["rules_text"] = r.get("rules") or "DAWNBench v1"
         runs = r.get("runs")
         cv = "-" if not runs or runs["cv"] is None else f"{runs['cv'] * 100:.1f}%"
         text = "" if not runs else f"{runs['n']} runs, CV {cv}, {runs['reached_fraction'] * 100:.0f}% reached"
@@ -196,7 +242,7 @@ def _table(rows: list[dict], header: str) -> str:
     lines = ["  ".join(cut(title, w).ljust(w) for (_, title, _), w in zip(cols, widths)).rstrip()]
     for r in rows:
         lines.append("  ".join(cut(str(r[key]), w).ljust(w) for (key, _, _), w in zip(cols, widths)).rstrip())
-        del r["runs_text"]
+        del r["runs_text"], r["rules_text"]
     return "\n".join(lines)
 
 

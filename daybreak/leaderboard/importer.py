@@ -280,8 +280,9 @@ def collect(paths: list[Path]) -> tuple[list[Found], list[Outcome]]:
     return found, problems
 
 
-def _read(path: Path) -> bytes:
-    """A regular file's bytes, at most MAX_FILE_BYTES. Never follows a symbolic link, never blocks on a FIFO."""
+def _read(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, at most ``limit`` (MAX_FILE_BYTES). Never follows a symbolic link, never blocks on a
+    FIFO."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -293,11 +294,11 @@ def _read(path: Path) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise SubmissionError(f"{path}: not a regular file (a folder, FIFO, socket or device)")
-        if st.st_size > MAX_FILE_BYTES:
-            raise SubmissionError(f"{path}: {st.st_size:,} bytes, more than the {MAX_FILE_BYTES:,} allowed")
+        if st.st_size > limit:
+            raise SubmissionError(f"{path}: {st.st_size:,} bytes, more than the {limit:,} allowed")
         chunks, size = [], 0
-        while size <= MAX_FILE_BYTES:
-            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
             if not chunk:
                 break
             chunks.append(chunk)

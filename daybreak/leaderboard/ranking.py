@@ -114,9 +114,15 @@ def unranked_reason(entry: Any, objective: Objective) -> str:
                 return f"no energy: {why}"
         if getattr(entry, "source_format", "") == "dawnbench-v1":
             return "no energy figure: DAWNBench submissions carry none"
+        if getattr(entry, "source_format", "") == "mlperf-training":
+            return ("no energy figure: MLPerf Training results are imported without energy (MLPerf Power's logs are "
+                    "not read)")
         if not reached:
             return "did not reach the target"
         return "no energy counter was read for it"
+    for note in getattr(entry, "notes", None) or []:
+        if note.startswith("not scored: "):  # an MLPerf result that is not valid by its rules (import-mlperf's note)
+            return note
     if not reached:
         return "did not reach the target"
     if objective.name in ("train-cost", "inference-cost"):
@@ -221,6 +227,7 @@ def row(entry: Any, objective: Objective, rank: int, above: Any = None, compare:
                         "reproduction_of": getattr(entry, "reproduction_of", None)}
     test = significance(above, entry, objective) if above is not None and compare else None
     display = objective.display(value)
+    clock_rules = getattr(entry, "clock_rules", None) or "dawnbench"
     covers = getattr(entry, "energy_covers", None) or None
     if objective.name in ENERGY_OBJECTIVES and covers:
         display += f" ({covers})"
@@ -242,12 +249,31 @@ def row(entry: Any, objective: Objective, rank: int, above: Any = None, compare:
         "provenance": getattr(entry, "provenance", None) or PROVENANCE_SELF,
         "provenance_detail": getattr(entry, "provenance_detail", None) or "",
         "runs": runs,
+        "rule_set": rules_of(entry, clock_rules),  # "rules" (system_fields): the short label
         "reproduction": reproduction,
         **system_fields(entry),
         "p_value_vs_above": None if test is None else test["p_value"],
         "significant_vs_above": None if test is None else test["significant"],
         **({"energy_covers": covers} if objective.name in ENERGY_OBJECTIVES else {}),
     }
+
+
+def rules_of(entry: Any, clock_rules: str) -> dict[str, Any]:
+    """The rule set a row's time follows: DAWNBench v1's clock, or MLPerf Training's (round, division,
+    availability, and the target the row reached, which on a DAWNBench board is not the board's)."""
+    if clock_rules != "mlperf":
+        return {"clock_rules": clock_rules, "label": "DAWNBench v1"}
+    from daybreak.leaderboard.mlperf_rules import QUALITY_METRICS
+    from daybreak.metrics import METRICS
+
+    metric = QUALITY_METRICS.get(entry.metric) or METRICS.get(entry.metric)
+    parts = [p for p in (getattr(entry, "mlperf_round", None), getattr(entry, "division", None)) if p]
+    label = "MLPerf Training " + " ".join(parts) + (" division" if getattr(entry, "division", None) else "")
+    return {"clock_rules": clock_rules, "label": label.strip(),
+            "mlperf_round": getattr(entry, "mlperf_round", None) or None,
+            "division": getattr(entry, "division", None) or None,
+            "availability": getattr(entry, "availability", None) or None,
+            "target": entry.target, "target_label": metric.target_label(entry.target) if metric else None}
 
 
 def rows_from(entries: Sequence[Any], objective: Objective, first_rank: int = 1, above: Any = None

@@ -171,4 +171,7 @@ def plan_for(entry: Any) -> Plan:
                            r.get("rules"), r.get("world_size"), r.get("eval_every_epochs"), r.get("eval_every_steps"))
                  for r in runs]
         return Plan(entry.id, plans, multi=True)
+    if entry.source_format == "mlperf-training":  # daybreak.leaderboard.mlperf_import.FORMAT_MLPERF
+        raise ReproduceError("an MLPerf Training result names no daybreak recipe to run (its code is the "
+                             "submitter's, in the round's benchmarks/ folder)")
     raise ReproduceError("a DAWNBench v1 file names no daybreak recipe to run")

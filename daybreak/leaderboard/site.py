@@ -29,7 +29,7 @@ from daybreak.leaderboard import boardpage
 from daybreak.leaderboard.plot import curve_svg
 from daybreak.leaderboard.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, ORDERS, SORTS, BoardQuery
 from daybreak.leaderboard.ranking import (
-    OBJECTIVES, Objective, format_hms, leaderboard, unranked_reason, with_reference,
+    OBJECTIVES, Objective, format_hms, leaderboard, rules_of, unranked_reason, with_reference,
 )
 from daybreak.leaderboard.submission import FORMAT_REPEAT, PROVENANCE_SELF
 from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, leaderboard_task
@@ -84,9 +84,25 @@ def safe_href(url: str | None) -> str | None:
     return url if parsed.scheme in ("http", "https") and parsed.netloc else None
 
 
-def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = None) -> str:
-    text = f"F1 {accuracy:.4f}" if task.metric == "f1" else f"{accuracy * 100:.2f}% {task.metric_label}"
+def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = None, metric: str | None = None) -> str:
+    """An entry's accuracy in its own metric: an MLPerf ResNet-50 entry on the imagenet board reached 75.9% top-1,
+    not the board's top-5."""
+    quality = _other_metric(task, metric)
+    if quality is not None:
+        text = f"{accuracy * 100:.2f}% {quality.label}" if quality.show_percent else f"{quality.label} {accuracy:.4f}"
+    else:
+        text = f"F1 {accuracy:.4f}" if task.metric == "f1" else f"{accuracy * 100:.2f}% {task.metric_label}"
     return text + (f" (the file wrote {unit})" if unit else "")
+
+
+def _other_metric(task: LeaderboardTask, metric: str | None):
+    """The Metric of an entry whose metric is not its board's, or of an MLPerf board; None otherwise."""
+    from daybreak.leaderboard.mlperf_rules import QUALITY_METRICS
+    from daybreak.metrics import METRICS
+
+    if metric is None or (metric == task.metric and task.quality is None):
+        return None
+    return QUALITY_METRICS.get(metric) or METRICS.get(metric)
 
 
 def entry_json(entry: Any) -> dict[str, Any]:
@@ -108,6 +124,7 @@ def entry_json(entry: Any) -> dict[str, Any]:
         "inference_energy_10k_j": _finite(entry.inference_energy_10k_j),
         "energy_covers": entry.energy_covers or None,
         "provenance": entry.provenance or PROVENANCE_SELF, "provenance_detail": entry.provenance_detail or "",
+        "rules": rules_of(entry, entry.clock_rules or "dawnbench"),
         "runs": None if not entry.runs_n else {
             "n": entry.runs_n, "reached": entry.runs_reached, "reached_fraction": (entry.runs_reached or 0) /
             entry.runs_n, "cv": _finite(entry.runs_cv), "times_s": run_times(entry), "score": "olympic mean"},
@@ -165,9 +182,12 @@ class Site:
     # -- data ----------------------------------------------------------------------------------------------
 
     def sections(self, top: int | None = INDEX_TOP, provenance: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Every task x objective: the first ``top`` rows (columns only, LIMIT) and the count of the rest."""
+        """Every task x objective: the first ``top`` rows (columns only, LIMIT) and the count of the rest. An MLPerf
+        benchmark's board is on the index once it holds an entry."""
         out = []
         for task in all_tasks():
+            if task.clock_rules == "mlperf" and not self.store.count(task.name):
+                continue
             boards = []
             for obj in OBJECTIVES.values():
                 rows = leaderboard(self.store, task.name, obj, top=top, provenance=provenance)
@@ -196,10 +216,12 @@ class Site:
                               "display": obj.display(getattr(entry, obj.column))})
         curve = entry.curve
         svg = None
+        quality = _other_metric(task, entry.metric)
+        label = quality.label if quality is not None else task.metric_label
         if curve:
             reached = entry.time_to_target_s / 3600.0 if entry.time_to_target_s is not None else None
             svg = curve_svg(curve, entry.target, metric=entry.metric, reached_hours=reached,
-                            title=f"{entry.model}: {task.metric_label} vs. training time")
+                            title=f"{entry.model}: {label} vs. training time")
         document = entry.document
         runs = document.get("runs") if entry.source_format == FORMAT_REPEAT and isinstance(document, dict) else None
         if reproductions is None:
@@ -211,13 +233,17 @@ class Site:
                                                               f"{entry.reproduction_of}")
         return {
             "entry": entry, "task": task, "ranks": rank_list, "unranked": unranked, "svg": svg, "curve": curve,
-            "code_href": safe_href(entry.code_url), "metric_label": "F1" if task.metric == "f1" else "Accuracy (%)",
-            "accuracy_text": accuracy_text(task, entry.accuracy, entry.accuracy_unit),
+            "code_href": safe_href(entry.code_url),
+            "metric_label": (label[0].upper() + label[1:] + (" (%)" if quality.show_percent else "")
+                             if quality is not None else "F1" if task.metric == "f1" else "Accuracy (%)"),
+            "accuracy_text": accuracy_text(task, entry.accuracy, entry.accuracy_unit, entry.metric),
+            "rules": rules_of(entry, entry.clock_rules or "dawnbench"),
             "document_text": json.dumps(document, indent=2, ensure_ascii=False),
             "hms": format_hms, "runs": runs, "reproductions": reproductions, "original": original,
             "jobs": jobs or [], "reproducible": reproducible_reason(entry),
             "accuracy_significance": next((n for n in entry.notes if n.startswith("final accuracy: ")), None),
-            "acc": (lambda a: f"{a:.4f}") if task.metric == "f1" else (lambda a: f"{a * 100:.2f}"),
+            "acc": ((lambda a: f"{a * 100:.2f}") if quality.show_percent else (lambda a: f"{a:.4f}"))
+            if quality is not None else (lambda a: f"{a:.4f}") if task.metric == "f1" else (lambda a: f"{a * 100:.2f}"),
         }
 
     # -- pages ---------------------------------------------------------------------------------------------
@@ -285,6 +311,8 @@ class Site:
         ranks: dict[int, dict[str, tuple[int, int]]] = {}
         for task in all_tasks():
             tasks_json.append(task_json(task))
+            if task.clock_rules == "mlperf" and not self.store.count(task.name):
+                continue  # an MLPerf benchmark's board is written once it holds an entry (as on the index)
             for obj in OBJECTIVES.values():
                 rows = leaderboard(self.store, task.name, obj)
                 for r in rows:
@@ -320,6 +348,7 @@ def reproducible_reason(entry: Any) -> str | None:
 
 def task_json(task: LeaderboardTask) -> dict[str, Any]:
     return {"name": task.name, "title": task.title, "metric": task.metric, "target": task.target,
-            "target_label": task.target_label, "dawnbench": task.dawnbench,
+            "target_label": task.target_label, "dawnbench": task.dawnbench, "clock_rules": task.clock_rules,
+            "notes": list(task.notes),
             "objectives": [{"name": o.name, "title": o.title, "unit": o.unit, "kind": o.kind}
                            for o in OBJECTIVES.values()]}

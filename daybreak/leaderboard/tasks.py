@@ -1,4 +1,7 @@
-"""The leaderboard's tasks and their targets: DAWNBench v1's three plus daybreak's own tasks.
+"""The leaderboard's tasks and their targets: DAWNBench v1's three plus daybreak's own tasks, then one board per
+MLPerf Training benchmark that has no DAWNBench task beside it (``mlperf-bert``, ...; daybreak.leaderboard.
+mlperf_rules). MLPerf's ResNet-50 results go on ``imagenet`` beside DAWNBench's entries, whose notes say how the
+two rule sets differ.
 
 Accuracies are fractions everywhere in the leaderboard (0.94 = 94%); the DAWNBench files' percent values are
 normalized on import (see :mod:`daybreak.leaderboard.dawnbench_import`).
@@ -11,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from daybreak.errors import ConfigError
+from daybreak.leaderboard.mlperf_rules import BESIDE_DAWNBENCH, mlperf_boards
+from daybreak.metrics import Metric
 
 
 @dataclass(frozen=True)
@@ -22,13 +27,20 @@ class LeaderboardTask:
     dawnbench_field: str  # the accuracy field/column of a DAWNBench v1 submission for this task
     eval_split: str
     dawnbench: bool  # one of DAWNBench v1's own tasks
+    clock_rules: str = "dawnbench"  # the rule set of the board's own entries ("mlperf": an MLPerf benchmark's board)
+    notes: tuple[str, ...] = ()  # what the board's page says first: rule sets ranked on it, what it is not
+    quality: Metric | None = None  # an MLPerf board's quality measure (mlm_accuracy, auc, ...)
 
     @property
     def metric_label(self) -> str:
+        if self.quality is not None:
+            return self.quality.label
         return {"top1": "top-1 accuracy", "top5": "top-5 accuracy", "f1": "F1"}[self.metric]
 
     @property
     def target_label(self) -> str:
+        if self.quality is not None:
+            return self.quality.target_label(self.target, self.eval_split)
         if self.metric == "f1":
             return f"F1 {self.target:g} on {self.eval_split}"
         return f"{self.target * 100:g}% {self.metric_label} on {self.eval_split}"
@@ -43,12 +55,17 @@ def _catalog_tasks() -> tuple[LeaderboardTask, ...]:
     order = {"cifar10": 0, "imagenet": 1, "squad": 2}
     tasks = [TASKS.get(name) for name in TASKS.names()]
     tasks.sort(key=lambda t: (not t.leaderboard.dawnbench, order.get(t.name, 99), t.name))
-    return tuple(LeaderboardTask(t.name, t.leaderboard.title, t.metric.name, t.target, t.metric.dawnbench_column,
-                                 t.leaderboard.eval_split or t.eval_split, t.leaderboard.dawnbench) for t in tasks)
+    catalog = [LeaderboardTask(t.name, t.leaderboard.title, t.metric.name, t.target, t.metric.dawnbench_column,
+                               t.leaderboard.eval_split or t.eval_split, t.leaderboard.dawnbench,
+                               notes=(BESIDE_DAWNBENCH[t.name],) if t.name in BESIDE_DAWNBENCH else ())
+               for t in tasks]
+    mlperf = [LeaderboardTask(b.name, b.title, b.quality.name, b.target, "", b.eval_split, False,
+                              clock_rules="mlperf", notes=b.notes, quality=b.quality) for b in mlperf_boards()]
+    return tuple(catalog + mlperf)
 
 
 def all_tasks() -> list[LeaderboardTask]:
-    """DAWNBench's tasks first (in the competition's order), then daybreak's own, by name."""
+    """DAWNBench's tasks first (in the competition's order), then daybreak's own, by name, then MLPerf's boards."""
     return list(_catalog_tasks())
 
 
