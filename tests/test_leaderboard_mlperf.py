@@ -413,3 +413,16 @@ def test_finite_everything(tree, store):
     for e in store.entries():
         json.dumps(e.document, allow_nan=False)
         assert all(math.isfinite(t) for t in e.run_times)
+
+
+def test_a_dawnbench_file_cannot_land_on_an_mlperf_board():
+    from daybreak.leaderboard.importer import parse_submission
+    from daybreak.leaderboard.submission import SubmissionError
+
+    doc = {"version": "v1.0", "author": "x", "model": "m", "hardware": "h", "framework": "PyTorch",
+           "timestamp": "2019-01-01", "misc": {"daybreakTask": "mlperf-bert"}}
+    tsv = b"epoch\thours\ttop1Accuracy\n1\t0.1\t95\n"
+    for task in ("mlperf-bert", None):
+        with pytest.raises(SubmissionError, match="mlperf-bert is an MLPerf benchmark's board: it takes MLPerf "
+                                                  "results only"):
+            parse_submission(json.dumps(doc).encode(), tsv, source="x.json", task=task)

@@ -167,15 +167,25 @@ def task_from_path(path: Path | None) -> str | None:
 
 
 def resolve_task(doc: dict, task: str | None, path: Path | None, what: str) -> LeaderboardTask:
-    """--task / the form's task > misc.daybreakTask (daybreak's own DAWNBench JSON) > the folder it sits in."""
+    """--task / the form's task > misc.daybreakTask (daybreak's own DAWNBench JSON) > the folder it sits in. An MLPerf
+    benchmark's board takes MLPerf results only (`daybreak leaderboard import-mlperf`)."""
+    found = _named_task(doc, task, path, what)
+    if found.clock_rules == "mlperf":
+        raise SubmissionError(f"{what}: {found.name} is an MLPerf benchmark's board: it takes MLPerf results only "
+                              "(`daybreak leaderboard import-mlperf DIR`), not DAWNBench files")
+    return found
+
+
+def _named_task(doc: dict, task: str | None, path: Path | None, what: str) -> LeaderboardTask:
+    known = ", ".join(t for t in task_names() if leaderboard_task(t).clock_rules != "mlperf")
     misc = doc.get("misc")
     stated = misc.get("daybreakTask") if isinstance(misc, dict) else None
     if stated is not None and (not isinstance(stated, str) or stated not in task_names()):
         raise SubmissionError(f"{what}: misc.daybreakTask {one_line(str(stated), 40)!r} is not a leaderboard task "
-                              f"({', '.join(task_names())})")
+                              f"({known})")
     if task is not None:
         if task not in task_names():
-            raise SubmissionError(f"{what}: unknown task {one_line(task, 40)!r} (known: {', '.join(task_names())})")
+            raise SubmissionError(f"{what}: unknown task {one_line(task, 40)!r} (known: {known})")
         if stated and stated != task:
             raise SubmissionError(f"{what}: task {task!r} was given but misc.daybreakTask says {stated!r}")
         return leaderboard_task(task)
@@ -185,7 +195,7 @@ def resolve_task(doc: dict, task: str | None, path: Path | None, what: str) -> L
     if found:
         return leaderboard_task(found)
     raise SubmissionError(f"{what}: cannot tell the task: put the file under a CIFAR10/, ImageNet/ or SQuAD/ folder "
-                          f"or name it (--task / the 'task' field; known: {', '.join(task_names())})")
+                          f"or name it (--task / misc.daybreakTask; known: {known})")
 
 
 def _metadata(doc: dict, what: str) -> dict[str, str]:
