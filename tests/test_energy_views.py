@@ -184,7 +184,7 @@ def _bad_run(change):
 
 @pytest.mark.parametrize("change, fragment", [
     (lambda d: d["history"][-1]["energy_j"].update(dawnbench=1e13), "out of range"),
-    (lambda d: d["history"][-1]["energy_j"].update(dawnbench=-1.0), "out of range"),
+    (lambda d: d["history"][-1]["energy_j"].update(dawnbench=-1.0), "energy_j.dawnbench: must be >= 0, not -1"),
     (lambda d: d["history"][1]["energy_j"].update(dawnbench=0.0), "goes back"),
     (lambda d: d["energy"]["joules_to_target"].update(dawnbench=1.0), "is not the history's"),
     # 1 uJ over a second of training: no counter reads that low; 1 MJ in a couple of seconds: no process draws it
