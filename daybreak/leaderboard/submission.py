@@ -393,6 +393,8 @@ def validation_message(err: Any) -> str:
     if kind == "literal_error":
         return f"{where}: must be {ctx.get('expected', 'one of the known values')}, not {shown(value)}"
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    if kind == "value_error" and message.startswith("must be") and ", not " not in message:
+        message += f", not {shown(value)}"
     return f"{where}: {one_line(message, 160)}"
 
 
