@@ -2,9 +2,14 @@
 
 A record's figures must agree with one another and with physics; each refusal is one line naming the field:
 
-* **dates** within [2017-01-01, tomorrow] (``started_at``, ``finished_at``), and finished after started;
+* **dates** within [2017-01-01, tomorrow] (``started_at``, ``finished_at``, ``price_date``), and finished after
+  started;
+* **sections present and consistent** (:func:`check_sections`): every evaluation reads the same rule sets' clocks,
+  the headline ``rules`` among them, and ``clocks`` holds the figures of exactly those; nodes <= world_size; the
+  global batch is the per-device batch x world_size;
 * **every number finite and bounded**: clocks and times at most ``MAX_SECONDS`` (1e6 hours), epochs at most 1e6,
-  prices at most 1e6 USD/hour, accuracies fractions, so no derived objective (time x price) can overflow;
+  prices at most 1e6 USD/hour, accuracies fractions (a `daybreak time` record's accuracies are the timed program's
+  claims, so its record model leaves them to this check), so no derived objective (time x price) can overflow;
 * **history consistent with the totals**: ``time_to_target_s`` is the headline clock at the first evaluation
   at or above the record's target (likewise ``epochs_to_target``, ``steps_to_target`` and every rule set's
   ``clocks[...].time_to_target_s``); ``elapsed_s`` is the headline rule set's ``clock_s``; clocks, epochs and

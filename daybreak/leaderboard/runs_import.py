@@ -4,7 +4,9 @@
 Time to target is read from the run's history under DAWNBench v1's clock rules, against the *leaderboard's*
 target for the task (the task's default), so a run made with a custom target counts only if its history passes
 the default one too. Runs recorded ``official: false`` (custom data, non-default target) are refused: the
-leaderboard compares like with like. Every run record passes :mod:`daybreak.leaderboard.plausibility` first.
+leaderboard compares like with like. Every record is validated by its model in pydantic's strict mode
+(:func:`daybreak.leaderboard.submission.validate_record`: no booleans or strings for numbers, the model's
+constraints), and every run record passes :mod:`daybreak.leaderboard.plausibility` first.
 A multi-run entry ranks on the olympic mean of its runs (recomputed here from their histories).
 
 Energy (the ``train-energy`` and ``inference-energy`` objectives) is read only from daybreak's own counters: a run's
@@ -224,7 +226,8 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
     the target. ``run_docs``: (name, result.json document) for every run the summary lists, in its order.
 
     The statistics are recomputed here from the runs' own histories (each run passes every check a single run
-    does); the summary must agree with its runs (task, recipe, seeds, statuses)."""
+    does); the summary must agree with its runs (task, recipe, model, metric, target, seeds, statuses, and
+    everything :func:`check_summary` recomputes)."""
     from daybreak.records.repeat import RepeatSummary
     from daybreak.analysis.stats import coefficient_of_variation, olympic_mean
 
@@ -253,10 +256,10 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
         if run.status != listed.status:
             raise SubmissionError(f"{what}: runs[{i}].status {one_line(listed.status, 40)!r} is not its run "
                                   f"record's ({run.status})")
-        for name in ("model", "metric", "target"):
-            if getattr(run, name) != getattr(summary, name):
-                raise SubmissionError(f"{what}: {name} {one_line(str(getattr(summary, name)), 40)!r} is not its runs' "
-                                      f"({one_line(str(getattr(run, name)), 40)!r})")
+        for field in ("model", "metric", "target"):
+            if getattr(run, field) != getattr(summary, field):
+                raise SubmissionError(f"{what}: {field} {one_line(str(getattr(summary, field)), 40)!r} is not its "
+                                      f"runs' ({one_line(str(getattr(run, field)), 40)!r})")
         if runs and run.hyperparameters != runs[0].hyperparameters:
             raise SubmissionError(f"{run_what}: other hyperparameters than the first run's")
         if is_external(run):
