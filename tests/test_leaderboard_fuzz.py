@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import re
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from test_leaderboard_trust import (  # noqa: E402
-    AUTH, dawnbench_doc, dawnbench_tsv, make_store, serving, synth_run, write_repeat,
+    AUTH, dawnbench_doc, dawnbench_tsv, make_store, serving, synth_run,
 )
 
 httpx = pytest.importorskip("httpx")
