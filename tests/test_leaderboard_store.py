@@ -14,6 +14,7 @@ import pytest
 from daybreak.leaderboard.importer import parse_submission
 from daybreak.leaderboard.ranking import leaderboard
 from daybreak.leaderboard.store import Base, Store, StoreError
+from daybreak.leaderboard.submission import SubmissionError
 
 PG_ENV = "DAYBREAK_TEST_PG_URL"
 
@@ -123,7 +124,14 @@ def test_awkward_text_round_trips(store):
            "author": "A",
            "latency": 1.0, "top1Accuracy": 95.0, "misc": {"nul": "a\u0000b", "emoji": "\U0001F600", "quote": "'; DROP"}}
     raw = json.dumps(doc).encode()  # \u0000 and the emoji's surrogate pair as JSON escapes
-    entry_id, _ = store.add(parse_submission(raw, None, source="src\x00.json", task="cifar10"))
+    # a submission with a control character in its text is refused (test_leaderboard_fuzz); the store still keeps
+    # whatever text a Submission holds (PostgreSQL's JSONB has no \u0000: the store escapes it)
+    with pytest.raises(SubmissionError, match=r"misc\.nul: the text contains control characters \(\\x00\)"):
+        parse_submission(raw, None, source="src.json", task="cifar10")
+    clean = json.dumps({**doc, "misc": {**doc["misc"], "nul": "ab"}}).encode()
+    sub = parse_submission(clean, None, source="src\x00.json", task="cifar10")
+    sub.document = doc
+    entry_id, _ = store.add(sub)
     entry = store.get(entry_id)
     assert entry.model == "Net ✓ 网络" and entry.document["misc"] == doc["misc"] and entry.source == "src.json"
 

@@ -198,6 +198,12 @@ def _int(x: Any) -> int | None:
     return int(v) if v is not None and float(v).is_integer() else None
 
 
+def _count(x: Any) -> int | None:
+    """A whole number >= 1 (a batch size); None for anything else (0 or -1: no batch size)."""
+    v = _int(x)
+    return v if v is not None and v >= 1 else None
+
+
 @dataclass(frozen=True)
 class Declared:
     """What a log declares about its program (``log_info``)."""
@@ -235,4 +241,4 @@ def log_info(events: Sequence[MllogEvent]) -> Declared:
     if framework is None and isinstance(submission.get(SUBMISSION_FRAMEWORK), str):
         framework = submission[SUBMISSION_FRAMEWORK].strip() or None
     return Declared(framework=framework, model=model, seed=_int(hp.get(C.SEED)),
-                    global_batch_size=_int(hp.get(C.GLOBAL_BATCH_SIZE)), hyperparameters=hp, submission=submission)
+                    global_batch_size=_count(hp.get(C.GLOBAL_BATCH_SIZE)), hyperparameters=hp, submission=submission)

@@ -26,14 +26,14 @@ from pathlib import Path
 from daybreak.leaderboard.dawnbench_import import parse_dawnbench
 from daybreak.leaderboard.runs_import import is_external, parse_inference, parse_repeat, parse_run
 from daybreak.leaderboard.submission import (
-    FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN, Submission,
-    SubmissionError, load_json, one_line, printable, text_field,
+    CONTROL_CHARACTERS, FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN,
+    Submission, SubmissionError, load_json, one_line, printable, shown, text_field,
 )
 
 RUN_FILES = ("result.json", "inference.json")
 REPEAT_FILE = "summary.json"  # daybreak.analysis.sources.REPEAT_FILE
 MAX_RUN_FILES = 100
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 _RUN_DIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -49,7 +49,7 @@ def parse_submission(json_bytes: bytes, tsv_bytes: bytes | None = None, *, sourc
     doc = load_json(json_bytes, what)
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind != FORMAT_REPEAT and run_files:
-        raise SubmissionError(f"{what}: run records go with a daybreak.repeat summary only")
+        raise SubmissionError(f"{what}: kind: {shown(kind)}: run records go with a daybreak.repeat summary only")
     if kind == FORMAT_REPEAT:
         if tsv_bytes is not None:
             raise SubmissionError(f"{what}: a daybreak repeat summary takes no TSV (its runs hold their histories)")
@@ -65,17 +65,21 @@ def parse_submission(json_bytes: bytes, tsv_bytes: bytes | None = None, *, sourc
                                   f"{one_line(str(doc.get('task')), 40)!r}")
         parse = parse_run if kind == FORMAT_RUN else parse_inference
         return parse(doc, source=source, what=what)
-    if isinstance(kind, str) and kind.startswith("daybreak."):
-        raise SubmissionError(f"{what}: a {one_line(kind, 40)!r} record is not a leaderboard submission "
-                              "(expected daybreak.run, daybreak.inference or daybreak.repeat)")
+    if isinstance(doc, dict) and "kind" in doc:  # DAWNBench v1 files have no kind: daybreak's records do
+        raise SubmissionError(f"{what}: kind: {shown(kind)} is not a leaderboard submission (expected "
+                              "daybreak.run, daybreak.inference or daybreak.repeat; a DAWNBench v1 file has no kind)")
     return parse_dawnbench(doc, tsv_bytes, source=source, task=task, path=path, what=what, tsv_what=tsv_what)
 
 
 def _ordered_runs(summary: dict, run_files: list[tuple[str, bytes]], what: str) -> list[tuple[str, dict]]:
     """The run records of a repeat summary, in the summary's order (matched on run_id)."""
     listed = summary.get("runs")
-    if not isinstance(listed, list) or not all(isinstance(r, dict) for r in listed):
-        raise SubmissionError(f"{what}: invalid repeat summary: 'runs' must be a list of objects")
+    if not isinstance(listed, list):
+        raise SubmissionError(f"{what}: invalid repeat summary: runs: must be a list of objects, not "
+                              f"{shown(listed)}")
+    for i, r in enumerate(listed):
+        if not isinstance(r, dict):
+            raise SubmissionError(f"{what}: invalid repeat summary: runs[{i}]: must be an object, not {shown(r)}")
     if not run_files:
         raise SubmissionError(f"{what}: a repeat summary needs the result.json of each of its {len(listed)} runs "
                               "(upload: one form field 'run' per run; `leaderboard import` reads them from the "
@@ -93,13 +97,15 @@ def _ordered_runs(summary: dict, run_files: list[tuple[str, bytes]], what: str) 
             raise SubmissionError(f"{run_what}: run {one_line(run_id, 40)!r} given twice")
         by_id[run_id] = (name, doc)
     out = []
-    for r in listed:
+    for i, r in enumerate(listed):
         found = by_id.pop(r.get("run_id"), None) if isinstance(r.get("run_id"), str) else None
         if found is None:
-            raise SubmissionError(f"{what}: no record for the summary's run {one_line(str(r.get('run_id')), 40)!r}")
+            raise SubmissionError(f"{what}: runs[{i}].run_id {shown(r.get('run_id'))}: no run record with this run_id "
+                                  "came with the summary")
         out.append(found)
     if by_id:
-        raise SubmissionError(f"{what}: run {one_line(next(iter(by_id)), 40)!r} is not in the summary")
+        raise SubmissionError(f"{what}: runs: the run record {one_line(next(iter(by_id)), 40)!r} is not in the "
+                              "summary's runs")
     return out
 
 

@@ -2,9 +2,14 @@
 
 A record's figures must agree with one another and with physics; each refusal is one line naming the field:
 
-* **dates** within [2017-01-01, tomorrow] (``started_at``, ``finished_at``), and finished after started;
+* **dates** within [2017-01-01, tomorrow] (``started_at``, ``finished_at``, ``price_date``), and finished after
+  started;
+* **sections present and consistent** (:func:`check_sections`): every evaluation reads the same rule sets' clocks,
+  the headline ``rules`` among them, and ``clocks`` holds the figures of exactly those; nodes <= world_size; the
+  global batch is the per-device batch x world_size;
 * **every number finite and bounded**: clocks and times at most ``MAX_SECONDS`` (1e6 hours), epochs at most 1e6,
-  prices at most 1e6 USD/hour, accuracies fractions, so no derived objective (time x price) can overflow;
+  prices at most 1e6 USD/hour, accuracies fractions (a `daybreak time` record's accuracies are the timed program's
+  claims, so its record model leaves them to this check), so no derived objective (time x price) can overflow;
 * **history consistent with the totals**: ``time_to_target_s`` is the headline clock at the first evaluation
   at or above the record's target (likewise ``epochs_to_target``, ``steps_to_target`` and every rule set's
   ``clocks[...].time_to_target_s``); ``elapsed_s`` is the headline rule set's ``clock_s``; clocks, epochs and
@@ -36,6 +41,7 @@ consistent and merely too good to be true is not refused: it is ``self-reported`
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from daybreak.leaderboard.submission import (
@@ -77,6 +83,13 @@ def check_dates(run: "RunResult", what: str) -> None:
         end = check_date(run.finished_at, f"{what}: finished_at {run.finished_at.date().isoformat()}")
         if (end - start).total_seconds() < -1.0:
             raise SubmissionError(f"{what}: finished_at is before started_at")
+    check_price_date(run.price_date, what)
+
+
+def check_price_date(price_date: str | None, what: str) -> None:
+    """A price's date (YYYY-MM-DD: the record models check the form) within [2017-01-01, tomorrow]."""
+    if price_date is not None:
+        check_date(datetime.fromisoformat(price_date), f"{what}: price_date {price_date}")
 
 
 def check_numbers(run: "RunResult", what: str) -> None:
@@ -89,9 +102,12 @@ def check_numbers(run: "RunResult", what: str) -> None:
     _finite(run.cost_usd, f"{what}: cost_usd", lo=-MAX_QUANTITY * MAX_QUANTITY, hi=MAX_QUANTITY * MAX_QUANTITY)
     _finite(run.target, f"{what}: target", hi=1.0)
     _finite(run.world_size, f"{what}: world_size", lo=1, hi=MAX_WORLD_SIZE)
+    _finite(run.final_accuracy, f"{what}: final_accuracy", hi=1.0)
+    _finite(run.best_accuracy, f"{what}: best_accuracy", hi=1.0)
     for name, fig in run.clocks.items():
         _finite(fig.time_to_target_s, f"{what}: clocks.{name}.time_to_target_s")
         _finite(fig.clock_s, f"{what}: clocks.{name}.clock_s")
+        _finite(fig.start_s, f"{what}: clocks.{name}.start_s")
     for i, p in enumerate(run.phases):
         _finite(p.start_s, f"{what}: phases[{i}].start_s")
         _finite(p.end_s, f"{what}: phases[{i}].end_s")
@@ -102,6 +118,8 @@ def check_numbers(run: "RunResult", what: str) -> None:
         _finite(h.elapsed_s, f"{what}: history[{i}].elapsed_s")
         _finite(h.eval_s, f"{what}: history[{i}].eval_s")
         _finite(h.accuracy, f"{what}: history[{i}].accuracy", hi=1.0)
+        _finite(h.top1, f"{what}: history[{i}].top1", hi=1.0)
+        _finite(h.top5, f"{what}: history[{i}].top5", hi=1.0)
         for name, value in h.clock_s.items():
             _finite(value, f"{what}: history[{i}].clock_s.{name}")
         if previous is not None:
@@ -155,6 +173,61 @@ def check_totals(run: "RunResult", what: str) -> None:
                                   f"({first.clock_s[name]:g} s)")
 
 
+def check_sections(run: "RunResult", what: str) -> None:
+    """The record's sections agree: the rule sets whose clocks the history read (``history[i].clock_s``) are the
+    same at every evaluation, include the headline ``rules``, and each has its figures in ``clocks``; processes and
+    batch sizes add up (nodes <= world_size; the global batch is the per-device batch the data source used x
+    world_size)."""
+    read = [set(h.clock_s) for h in run.history]
+    if any(read):
+        for i, names in enumerate(read):
+            if names != read[0]:
+                raise SubmissionError(f"{what}: history[{i}].clock_s reads {', '.join(sorted(names)) or 'no clock'}, "
+                                      f"history[0].clock_s {', '.join(sorted(read[0]))}: every evaluation reads "
+                                      "every rule set's clock")
+        if run.rules not in read[0]:
+            raise SubmissionError(f"{what}: rules: the headline rule set {run.rules!r} has no clock in the history "
+                                  f"(history[0].clock_s: {', '.join(sorted(read[0]))})")
+        missing = sorted(read[0] - set(run.clocks))
+        if missing:
+            raise SubmissionError(f"{what}: clocks: no figures for {', '.join(missing)} (the history reads their "
+                                  "clocks; a record made by daybreak has clocks for every rule set)")
+        extra = sorted(set(run.clocks) - read[0])
+        if extra:
+            raise SubmissionError(f"{what}: clocks.{extra[0]}: no evaluation in the history reads this clock")
+    if run.nodes > run.world_size:
+        raise SubmissionError(f"{what}: nodes: {run.nodes} nodes but world_size {run.world_size} processes")
+    per_device = run.effective_batch_size or run.per_device_batch_size
+    if run.global_batch_size is not None and per_device is not None \
+            and run.global_batch_size != per_device * run.world_size:
+        name = "effective_batch_size" if run.effective_batch_size else "per_device_batch_size"
+        raise SubmissionError(f"{what}: global_batch_size {run.global_batch_size} is not {name} {per_device} x "
+                              f"world_size {run.world_size}")
+    if run.effective_batch_size is not None and run.per_device_batch_size is not None \
+            and run.effective_batch_size > run.per_device_batch_size:
+        raise SubmissionError(f"{what}: effective_batch_size {run.effective_batch_size} is larger than "
+                              f"per_device_batch_size {run.per_device_batch_size} (the data source uses at most it)")
+
+
+def check_latency(record: dict, what: str) -> None:
+    """An inference record's batch-1 latencies (validated by InferenceResult) agree with one another: n is the
+    record's n_examples, the percentiles go up from min to max, the mean is between them and is total / n."""
+    lat = record["latency"]
+    if lat["n"] != record["n_examples"]:
+        raise SubmissionError(f"{what}: latency.n {lat['n']} is not n_examples {record['n_examples']} (the batch-1 "
+                              "pass times every example once)")
+    order = ["min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
+    for low, high in zip(order, order[1:]):
+        if lat[low] > lat[high] * (1 + 1e-9):
+            raise SubmissionError(f"{what}: latency.{low} {lat[low]:g} is above latency.{high} {lat[high]:g}")
+    if not lat["min_ms"] * (1 - 1e-9) <= lat["mean_ms"] <= lat["max_ms"] * (1 + 1e-9):
+        raise SubmissionError(f"{what}: latency.mean_ms {lat['mean_ms']:g} is not between latency.min_ms and "
+                              "latency.max_ms")
+    if not close(lat["total_s"], lat["mean_ms"] * lat["n"] / 1000.0, rel=1e-6, abs_tol=1e-9):
+        raise SubmissionError(f"{what}: latency.total_s {lat['total_s']:g} is not latency.mean_ms x latency.n "
+                              f"({lat['mean_ms'] * lat['n'] / 1000.0:g} s)")
+
+
 def check_phases(run: "RunResult", what: str) -> None:
     """Each evaluation's DAWNBench clock is what the record's own phase intervals give at the end of it."""
     from daybreak.rules import Interval, get_rules, read_clock
@@ -162,7 +235,8 @@ def check_phases(run: "RunResult", what: str) -> None:
     if not run.history or not all("dawnbench" in h.clock_s for h in run.history):
         return  # a record made before clock rule sets: converted (and noted) by the reader
     if not run.phases:
-        raise SubmissionError(f"{what}: the record has clock readings but no phase intervals to check them against")
+        raise SubmissionError(f"{what}: phases: the record has clock readings but no phase intervals to check them "
+                              "against")
     try:
         timeline = [Interval(p.phase, p.start_s, p.end_s) for p in run.phases]
     except ValueError as e:
@@ -274,6 +348,7 @@ def check_run(run: "RunResult", what: str) -> None:
     """Everything above that does not depend on the leaderboard's target."""
     check_dates(run, what)
     check_numbers(run, what)
+    check_sections(run, what)
     check_totals(run, what)
     check_phases(run, what)
     check_energy(run, what)

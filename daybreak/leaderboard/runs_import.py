@@ -4,7 +4,9 @@
 Time to target is read from the run's history under DAWNBench v1's clock rules, against the *leaderboard's*
 target for the task (the task's default), so a run made with a custom target counts only if its history passes
 the default one too. Runs recorded ``official: false`` (custom data, non-default target) are refused: the
-leaderboard compares like with like. Every run record passes :mod:`daybreak.leaderboard.plausibility` first.
+leaderboard compares like with like. Every record is validated by its model in pydantic's strict mode
+(:func:`daybreak.leaderboard.submission.validate_record`: no booleans or strings for numbers, the model's
+constraints), and every run record passes :mod:`daybreak.leaderboard.plausibility` first.
 A multi-run entry ranks on the olympic mean of its runs (recomputed here from their histories).
 
 Energy (the ``train-energy`` and ``inference-energy`` objectives) is read only from daybreak's own counters: a run's
@@ -20,10 +22,13 @@ import re
 from typing import Any
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.plausibility import check_inference_energy, check_power, check_run, check_time, close
+from daybreak.leaderboard.plausibility import (
+    check_inference_energy, check_latency, check_power, check_price_date, check_run, check_time, close,
+)
 from daybreak.leaderboard.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
-    SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches,
+    SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches, text_field,
+    validate_record,
 )
 from daybreak.leaderboard.systems import apply as apply_system
 from daybreak.leaderboard.systems import from_run_document
@@ -38,18 +43,7 @@ def _task(name: Any, what: str) -> LeaderboardTask:
                               f"(known: {', '.join(task_names())})") from None
 
 
-def _validation_message(err: Exception) -> str:
-    errors = getattr(err, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "record"
-        return f"{where}: {one_line(first.get('msg', ''), 120)}"
-    return one_line(str(err), 160)
-
-
 def _check_text(value: str, key: str, what: str) -> str:
-    from daybreak.leaderboard.submission import text_field
-
     return text_field({key: value}, key, what, required=False)
 
 
@@ -59,19 +53,11 @@ EXTERNAL_DETAIL = ("external program timed by `daybreak time`: its accuracy and 
 
 
 def load_run(doc: dict, what: str):
-    """A daybreak ``result.json`` document -> RunResult (one-line SubmissionError if it is not one)."""
-    from pydantic import ValidationError
-
+    """A daybreak ``result.json`` document -> RunResult, validated strictly (submission.validate_record: JSON
+    types as the model declares them, and the model's constraints); one-line SubmissionError if it is not one."""
     from daybreak.records.run import RunResult
 
-    if not isinstance(doc, dict):
-        raise SubmissionError(f"{what}: expected a JSON object")
-    try:
-        return RunResult.model_validate(doc)
-    except ValidationError as e:
-        raise SubmissionError(f"{what}: invalid run record: {_validation_message(e)}") from None
-    except (ValueError, TypeError, OverflowError) as e:  # a validator deeper down
-        raise SubmissionError(f"{what}: invalid run record: {one_line(str(e), 120)}") from None
+    return validate_record(RunResult, doc, what, "run record")
 
 
 def is_external(run) -> bool:
@@ -83,7 +69,8 @@ def run_time(run, task: LeaderboardTask, what: str, *, allow_unreached: bool = F
     the leaderboard's target or None). Checks everything in :mod:`daybreak.leaderboard.plausibility`."""
     check_run(run, what)
     if run.metric != task.metric:
-        raise SubmissionError(f"{what}: the run measured {run.metric!r} but {task.name} is ranked on {task.metric!r}")
+        raise SubmissionError(f"{what}: metric: the run measured {run.metric!r} but {task.name} is ranked on "
+                              f"{task.metric!r}")
     if not run.history:
         raise SubmissionError(f"{what}: the run has no evaluations (history is empty)")
     hours_at, converted = _dawnbench_clock(run)
@@ -239,19 +226,13 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
     the target. ``run_docs``: (name, result.json document) for every run the summary lists, in its order.
 
     The statistics are recomputed here from the runs' own histories (each run passes every check a single run
-    does); the summary must agree with its runs (task, recipe, seeds, statuses)."""
-    from pydantic import ValidationError
-
+    does); the summary must agree with its runs (task, recipe, model, metric, target, seeds, statuses, and
+    everything :func:`check_summary` recomputes)."""
     from daybreak.records.repeat import RepeatSummary
     from daybreak.analysis.stats import coefficient_of_variation, olympic_mean, target_significance
 
     what = what or source
-    try:
-        summary = RepeatSummary.model_validate(summary_doc)
-    except ValidationError as e:
-        raise SubmissionError(f"{what}: invalid repeat summary: {_validation_message(e)}") from None
-    except (ValueError, TypeError, OverflowError) as e:
-        raise SubmissionError(f"{what}: invalid repeat summary: {one_line(str(e), 120)}") from None
+    summary = validate_record(RepeatSummary, summary_doc, what, "repeat summary")
     if not summary.complete:
         raise SubmissionError(f"{what}: the repeat is not complete (seeds are still to run)")
     task = _task(summary.task, what)
@@ -264,7 +245,7 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
     if len(set(seeds)) != len(seeds) or seeds != list(summary.seeds):
         raise SubmissionError(f"{what}: the runs' seeds {seeds} are not the summary's distinct seeds")
     runs, compact, times, energies, no_energy = [], [], [], [], []
-    for listed, (name, doc) in zip(summary.runs, run_docs):
+    for i, (listed, (name, doc)) in enumerate(zip(summary.runs, run_docs)):
         run_what = f"{what}: run {one_line(name, 80)}"
         run = load_run(doc, run_what)
         if not run.official:
@@ -273,7 +254,12 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
             raise SubmissionError(f"{run_what}: task/recipe/seed/run_id {run.task}/{run.recipe}/{run.seed}/"
                                   f"{one_line(run.run_id, 40)} is not what the summary lists")
         if run.status != listed.status:
-            raise SubmissionError(f"{run_what}: status {run.status} but the summary says {listed.status}")
+            raise SubmissionError(f"{what}: runs[{i}].status {one_line(listed.status, 40)!r} is not its run "
+                                  f"record's ({run.status})")
+        for field in ("model", "metric", "target"):
+            if getattr(run, field) != getattr(summary, field):
+                raise SubmissionError(f"{what}: {field} {one_line(str(getattr(summary, field)), 40)!r} is not its "
+                                      f"runs' ({one_line(str(getattr(run, field)), 40)!r})")
         if runs and run.hyperparameters != runs[0].hyperparameters:
             raise SubmissionError(f"{run_what}: other hyperparameters than the first run's")
         if is_external(run):
@@ -290,6 +276,7 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
                 no_energy.append(f"seed {run.seed}: {why}")
             else:
                 energies.append((joules, covers))
+    check_summary(summary, runs, what)
     score = olympic_mean(times)
     if score is None:
         raise SubmissionError(f"{what}: {len(times)} of {len(runs)} runs reached the target "
@@ -355,6 +342,67 @@ def accuracy_note(sig, task: LeaderboardTask) -> str:
             f"{pct(sig.mean)}{interval}: {verdict}{p}")
 
 
+def check_summary(summary, runs: list, what: str) -> None:
+    """A repeat summary is what daybreak's summarize makes of its runs (daybreak.analysis.repeat): each listed run
+    as its record says, the reached count and fraction, and every statistic of the times and epochs to target
+    recomputed from the runs (daybreak.analysis.stats); the significance test's figures within their ranges; the
+    summary made in [2017, tomorrow]."""
+    from daybreak.analysis.stats import epoch_stats, time_stats
+
+    def same(a, b) -> bool:
+        if a is None or b is None:
+            return a is None and b is None
+        return close(float(a), float(b), rel=1e-6, abs_tol=1e-9)
+
+    for i, (listed, run) in enumerate(zip(summary.runs, runs)):
+        reached = run.reached
+        expected = {"reached": reached, "time_to_target_s": run.time_to_target_s if reached else None,
+                    "epochs_to_target": run.epochs_to_target if reached else None,
+                    "final_accuracy": run.final_accuracy, "best_accuracy": run.best_accuracy, "train_s": run.train_s}
+        for name, value in expected.items():
+            given = getattr(listed, name)
+            if (given != value) if isinstance(value, bool) or isinstance(given, bool) else not same(given, value):
+                raise SubmissionError(f"{what}: runs[{i}].{name} {given} is not its run record's ({value})")
+        if listed.device != run.device:
+            raise SubmissionError(f"{what}: runs[{i}].device is not its run record's")
+    reached = [r.time_to_target_s for r in summary.runs if r.reached and r.time_to_target_s is not None]
+    if summary.n_reached != len(reached):
+        raise SubmissionError(f"{what}: n_reached {summary.n_reached} but {len(reached)} of its runs reached the "
+                              "target")
+    if not same(summary.reached_fraction, len(reached) / len(summary.runs)):
+        raise SubmissionError(f"{what}: reached_fraction {summary.reached_fraction} is not n_reached / n_runs")
+    if not 0.0 < summary.time_to_target.confidence < 1.0:
+        raise SubmissionError(f"{what}: time_to_target.confidence {summary.time_to_target.confidence:g} is not a "
+                              "level between 0 and 1")
+    epochs = epoch_stats([r.epochs_to_target for r in summary.runs
+                          if r.reached and r.time_to_target_s is not None and r.epochs_to_target is not None])
+    for section, recomputed in (("time_to_target", time_stats(reached, summary.time_to_target.confidence)),
+                                ("epochs_to_target", epochs)):
+        for name in type(recomputed).model_fields:
+            given, value = getattr(getattr(summary, section), name), getattr(recomputed, name)
+            if isinstance(value, list):
+                if len(given) != len(value):
+                    raise SubmissionError(f"{what}: {section}.{name} lists {len(given)} values, its runs "
+                                          f"{len(value)}")
+                bad = next((j for j, (g, v) in enumerate(zip(given, value)) if not same(g, v)), None)
+                if bad is not None:
+                    raise SubmissionError(f"{what}: {section}.{name}[{bad}] {given[bad]:g} is not its runs' "
+                                          f"({value[bad]:g})")
+            elif not same(given, value):
+                raise SubmissionError(f"{what}: {section}.{name} {given} is not its runs' ({value})")
+    a = summary.accuracy
+    if a is not None:
+        if a.mean is not None and not 0.0 <= a.mean <= 1.0:
+            raise SubmissionError(f"{what}: accuracy.mean {a.mean:g} is not a fraction 0..1")
+        if a.n_at_or_above_target > a.n:
+            raise SubmissionError(f"{what}: accuracy.n_at_or_above_target {a.n_at_or_above_target} is more than "
+                                  f"accuracy.n {a.n}")
+    if summary.cold_start_spread is not None and summary.cold_start_spread < 1.0:
+        raise SubmissionError(f"{what}: cold_start_spread {summary.cold_start_spread:g} is below 1 (a max / min)")
+    check_date(summary.provenance.created_at, f"{what}: provenance.created_at "
+                                              f"{summary.provenance.created_at.date().isoformat()}")
+
+
 def _dawnbench_clock(run) -> tuple[list[float], str | None]:
     """Each evaluation's time under DAWNBench v1's rules, whatever the run's headline rule set. Records made
     before the rule sets (no ``clock_s``) timed training only: their init time is added back (and evaluation
@@ -385,8 +433,8 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
     if not 0.0 <= accuracy <= 1.0:
         raise SubmissionError(f"{what}: accuracy {accuracy:g} is not a fraction 0..1")
     if record.get("metric") not in (None, task.metric):
-        raise SubmissionError(f"{what}: the record measured {record.get('metric')!r} but {task.name} is ranked on "
-                              f"{task.metric!r}")
+        raise SubmissionError(f"{what}: metric: the record measured {record.get('metric')!r} but {task.name} is "
+                              f"ranked on {task.metric!r}")
     if record.get("valid") is False:
         reason = one_line(str(record.get("reason") or "accuracy below target"), 160)
         raise SubmissionError(f"{what}: not valid: {reason}")
@@ -407,6 +455,8 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
     hardware = record.get("hardware_summary") or _hardware(record.get("system"))
     created = record.get("created_at")
     submitted = check_date(_datetime(created, what), f"{what}: created_at")
+    check_price_date(record.get("price_date"), what)
+    check_latency(record, what)
     notes = ["accuracy read as fraction (daybreak record)", "latency: mean of the batch-1 pass over the eval set"]
     if per_10k is None:
         notes.append("no price: not ranked on inference-cost")
@@ -436,17 +486,10 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
 
 
 def _inference_record(doc: dict, what: str) -> dict:
-    """Validate with daybreak's InferenceResult when it is available; read the plain dict otherwise."""
-    try:
-        from daybreak.records.inference import InferenceResult
-    except ImportError:  # pragma: no cover - the record module is part of daybreak
-        return doc
-    from pydantic import ValidationError
+    """The document validated strictly as daybreak's InferenceResult (submission.validate_record), as a dict."""
+    from daybreak.records.inference import InferenceResult
 
-    try:
-        record = InferenceResult.model_validate(doc)
-    except ValidationError as e:
-        raise SubmissionError(f"{what}: invalid inference record: {_validation_message(e)}") from None
+    record = validate_record(InferenceResult, doc, what, "inference record")
     out = record.model_dump(mode="python")
     system = getattr(record, "system", None)
     if system is not None and hasattr(system, "hardware_summary"):

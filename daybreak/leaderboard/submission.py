@@ -173,9 +173,15 @@ def one_line(text: str, limit: int = 300) -> str:
     return text_one_line(str(text), limit)
 
 
-# Control characters (C0, DEL, C1), bidirectional overrides/isolates and lone surrogates (undecodable bytes of a
-# file name): shown as escapes wherever a name from outside is printed, so it cannot rewrite a terminal line.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# Text that could rewrite what a reader sees: control characters (C0 with tab and newline, DEL, C1), the line and
+# paragraph separators, and the invisible bidirectional formatting characters (marks, embeddings, overrides,
+# isolates) that reorder text. Refused in every string of a submitted document (keys included); shown as escapes
+# (with lone surrogates: undecodable bytes of a file name) wherever a name from outside is printed.
+CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_FORBIDDEN_TEXT = re.compile(f"[{CONTROL_CHARACTERS}]")
+_TEXT_RULE = ("contains control characters ({}): text is one line of visible characters (no control or "
+              "bidirectional formatting characters)")
+_UNPRINTABLE = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
@@ -187,26 +193,40 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(esc, str(text))
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
+class _Refused:
+    """A JSON number the leaderboard refuses, left in place by the decoder's hooks so that the walk over the
+    document (:func:`check_document`) can say where it is."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def _reject_constant(name: str) -> _Refused:
+    return _Refused(f"{name} is not a number JSON allows")
+
+
+def _out_of_range(text: str) -> _Refused:
+    return _Refused(f"the number {one_line(text, 30)} is out of range (at most {MAX_ABS_NUMBER:g} in magnitude)")
+
+
+def _parse_float(text: str) -> float | _Refused:
+    number = float(text)
+    if not math.isfinite(number) or abs(number) > MAX_ABS_NUMBER:
+        return _out_of_range(text)
+    return number
+
+
+def _parse_int(text: str) -> int | _Refused:
+    digits = text.lstrip("-")
+    if len(digits) > MAX_INT_DIGITS or abs(int(text)) > MAX_ABS_NUMBER:
+        return _out_of_range(text)
+    return int(text)
 
 
 class _JsonRefused(ValueError):
     """A JSON value the leaderboard refuses while parsing (raised from the decoder's hooks)."""
-
-
-def _parse_float(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number) or abs(number) > MAX_ABS_NUMBER:
-        raise _JsonRefused(f"the number {one_line(text, 30)} is out of range (at most {MAX_ABS_NUMBER:g} in magnitude)")
-    return number
-
-
-def _parse_int(text: str) -> int:
-    digits = text.lstrip("-")
-    if len(digits) > MAX_INT_DIGITS or abs(int(text)) > MAX_ABS_NUMBER:
-        raise _JsonRefused(f"the number {one_line(text, 30)} is out of range (at most {MAX_ABS_NUMBER:g} in magnitude)")
-    return int(text)
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -230,7 +250,8 @@ def decode_text(data: bytes, what: str) -> str:
 
 
 def load_json(data: bytes, what: str) -> Any:
-    """Parse JSON bytes with the leaderboard's limits: size, UTF-8, no NaN/Infinity, bounded nesting."""
+    """Parse JSON bytes with the leaderboard's limits: size, UTF-8, no duplicate keys, then
+    :func:`check_document`'s (numbers, nesting, text)."""
     text = decode_text(data, what)
     if not text.strip():
         raise SubmissionError(f"{what}: empty file, expected a JSON object")
@@ -241,38 +262,56 @@ def load_json(data: bytes, what: str) -> Any:
         raise SubmissionError(f"{what}: invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise SubmissionError(f"{what}: invalid JSON: nested too deeply") from None
-    except ValueError as e:  # _JsonRefused, NaN/Infinity, integer literals too long for int()
+    except ValueError as e:  # _JsonRefused, integer literals too long for int()
         raise SubmissionError(f"{what}: invalid JSON: {one_line(str(e), 120)}") from None
-    _check_depth(obj, what)
+    check_document(obj, what)
     return obj
 
 
-def _check_depth(obj: Any, what: str) -> None:
-    """Bounded nesting, and text that is real Unicode (JSON's ``\\ud800`` escapes can make lone surrogates)."""
-    stack = [(obj, 1)]
+def field_path(parts: Any) -> str:
+    """A place in a document as the messages write it: ``history[0].clock_s.dawnbench`` ("document" for the
+    whole); keys from outside are shown printable."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        else:
+            key = one_line(printable(str(part)), 60)
+            out += f".{key}" if out else key
+    return out or "document"
+
+
+def check_document(obj: Any, what: str) -> None:
+    """Every value of a parsed document, in document order: every number finite and at most MAX_ABS_NUMBER in
+    magnitude, nesting at most MAX_JSON_DEPTH deep, and every string (keys included) real Unicode (JSON's
+    ``\\ud800`` escapes can make lone surrogates) without control or bidirectional formatting characters
+    (CONTROL_CHARACTERS). The first problem is refused, naming its place."""
+    stack: list[tuple[Any, tuple, int]] = [(obj, (), 1)]
     while stack:
-        item, depth = stack.pop()
+        item, path, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
             raise SubmissionError(f"{what}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        if isinstance(item, _Refused):
+            raise SubmissionError(f"{what}: {field_path(path)}: invalid JSON: {item.reason}")
         if isinstance(item, dict):
-            for key, value in item.items():
-                _check_unicode(key, what)
-                stack.append((value, depth + 1))
+            for key in item:
+                _check_text(key, (*path, key), what, "key")
+            stack.extend(((value, (*path, key), depth + 1) for key, value in reversed(item.items())))
         elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+            stack.extend(((value, (*path, i), depth + 1) for i, value in reversed(list(enumerate(item)))))
         elif isinstance(item, str):
-            _check_unicode(item, what)
+            _check_text(item, path, what, "text")
 
 
-def _check_unicode(text: str, what: str) -> None:
+def _check_text(text: str, path: tuple, what: str, which: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise SubmissionError(f"{what}: invalid Unicode in a string "
-                              "(a lone surrogate escape such as \\ud800)") from None
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+        raise SubmissionError(f"{what}: {field_path(path)}: invalid Unicode in a string ({which}: a lone "
+                              "surrogate escape such as \\ud800)") from None
+    found = _FORBIDDEN_TEXT.search(text)
+    if found:
+        raise SubmissionError(f"{what}: {field_path(path)}: the {which} {_TEXT_RULE.format(printable(found.group(0)))}")
 
 
 def text_field(doc: dict, key: str, what: str, *, required: bool) -> str:
@@ -291,8 +330,9 @@ def text_field(doc: dict, key: str, what: str, *, required: bool) -> str:
     if len(value) > MAX_FIELD_CHARS:
         raise SubmissionError(f"{what}: {key!r} is {len(value):,} characters long, "
                               f"more than the {MAX_FIELD_CHARS:,} allowed")
-    if _CONTROL.search(value):
-        raise SubmissionError(f"{what}: {key!r} contains control characters (newline, tab, ...)")
+    found = _FORBIDDEN_TEXT.search(value)
+    if found:
+        raise SubmissionError(f"{what}: {key!r} {_TEXT_RULE.format(printable(found.group(0)))}")
     return value
 
 
@@ -310,6 +350,68 @@ def json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def shown(value: Any) -> str:
+    """A submitted value as a message shows it: JSON's spelling for true/false/null, a short printable repr of text,
+    the type of a container."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return repr(one_line(printable(value), 40))
+    return json_type(value)
+
+
+# pydantic's error types -> what the value must be (the leaderboard's words)
+_MUST_BE = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "finite_number": "a finite number",
+    "string_type": "a string", "bool_type": "true or false", "bool_parsing": "true or false",
+    "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object",
+    "list_type": "a list", "datetime_type": "an ISO 8601 date-time", "datetime_parsing": "an ISO 8601 date-time",
+    "datetime_from_date_parsing": "an ISO 8601 date-time",
+}
+_BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"), "less_than_equal": ("<=", "le"),
+           "less_than": ("<", "lt")}
+
+
+def validation_message(err: Any) -> str:
+    """The first error of a pydantic ValidationError on one line, naming the field:
+    ``nodes: must be >= 1, not -1``, ``seed: must be an integer, not true``."""
+    first = err.errors(include_url=False)[0]
+    where = field_path(p for p in first.get("loc", ()) if not (isinstance(p, str) and "[" in p and "]" in p))
+    kind, value, ctx = first.get("type", ""), first.get("input"), first.get("ctx") or {}
+    if kind == "missing":
+        return f"{where}: required field is missing"
+    if kind in _MUST_BE:
+        return f"{where}: must be {_MUST_BE[kind]}, not {shown(value)}"
+    if kind in _BOUNDS:
+        sign, key = _BOUNDS[kind]
+        return f"{where}: must be {sign} {shown(ctx.get(key))}, not {shown(value)}"
+    if kind == "literal_error":
+        return f"{where}: must be {ctx.get('expected', 'one of the known values')}, not {shown(value)}"
+    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    if kind == "value_error" and message.startswith("must be") and ", not " not in message:
+        message += f", not {shown(value)}"
+    return f"{where}: {one_line(message, 160)}"
+
+
+def validate_record(model: Any, doc: Any, what: str, label: str) -> Any:
+    """``doc`` (a parsed JSON document) as a ``model`` record, validated in pydantic's strict mode: numbers are
+    JSON numbers (no booleans, no strings), integers are integers, text is text, date-times are ISO 8601 strings;
+    plus the model's own constraints. One-line SubmissionError naming the field otherwise."""
+    from pydantic import ValidationError
+
+    if not isinstance(doc, dict):
+        raise SubmissionError(f"{what}: expected a JSON object, found {json_type(doc)}")
+    try:
+        return model.model_validate_json(canonical_json(doc), strict=True)
+    except ValidationError as e:
+        raise SubmissionError(f"{what}: invalid {label}: {validation_message(e)}") from None
+    except (ValueError, TypeError, OverflowError) as e:  # a validator deeper down
+        raise SubmissionError(f"{what}: invalid {label}: {one_line(str(e), 120)}") from None
 
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$", re.ASCII)

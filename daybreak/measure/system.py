@@ -6,14 +6,14 @@ import os
 import platform
 import sys
 from functools import lru_cache
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, Field
 
 
 class GpuInfo(BaseModel):
     name: str
-    memory_gb: float
+    memory_gb: Annotated[float, Field(ge=0.0)]  # 0 for Apple MPS (unified memory)
     capability: str | None = None
 
 
@@ -25,11 +25,12 @@ class SystemInfo(BaseModel):
     daybreak: str
     numpy: str | None = None
     cpu_model: str
-    cpu_cores_physical: int | None
-    cpu_threads_logical: int | None
-    torch_threads: int
-    ram_gb: float | None
-    gpu_count: int
+    # counts as daybreak.records.fields declares them (measure sits below records: the same constraints, inline)
+    cpu_cores_physical: Annotated[int, Field(ge=1)] | None
+    cpu_threads_logical: Annotated[int, Field(ge=1)] | None
+    torch_threads: Annotated[int, Field(ge=0)]  # 0 in a declared system (not known)
+    ram_gb: Annotated[float, Field(gt=0.0)] | None
+    gpu_count: Annotated[int, Field(ge=0)]
     gpus: list[GpuInfo]
     cuda: str | None = None
     cudnn: str | None = None

@@ -15,8 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from daybreak.fileio import atomic_write_text
-from daybreak.records.base import load_record
 from daybreak.measure.system import SystemInfo
+from daybreak.records.base import load_record
+from daybreak.records.fields import Count, Fraction, Index, IsoDate, NonNegative, Positive, Seconds, Target
 
 INFERENCE_FILE = "inference.json"
 
@@ -35,26 +36,26 @@ CLOCK_EXCLUDED = (
 class LatencyStats(BaseModel):
     """Per-query latencies of the batch-1 pass, in milliseconds. Percentiles are nearest-rank."""
 
-    n: int  # timed queries (the whole eval set)
-    total_s: float  # sum of the per-query latencies
-    mean_ms: float  # total / n: DAWNBench's latency
-    min_ms: float
-    p50_ms: float
-    p90_ms: float  # MLPerf SingleStream's metric
-    p99_ms: float
-    max_ms: float
-    std_ms: float
+    n: Count  # timed queries (the whole eval set)
+    total_s: Positive  # sum of the per-query latencies
+    mean_ms: Positive  # total / n: DAWNBench's latency
+    min_ms: NonNegative
+    p50_ms: NonNegative
+    p90_ms: NonNegative  # MLPerf SingleStream's metric
+    p99_ms: NonNegative
+    max_ms: NonNegative
+    std_ms: NonNegative
     percentile_method: str = "nearest-rank: the smallest latency with at least p% of queries at or below it"
 
 
 class ThroughputStats(BaseModel):
     """Offline throughput: the whole eval set in batches of ``batch_size``, median of ``repeats`` passes."""
 
-    examples_per_s: float  # n_examples / median pass time
-    batch_size: int
-    repeats: int
-    warmup_passes: int
-    pass_s: list[float]  # wall time of each timed pass
+    examples_per_s: Positive  # n_examples / median pass time
+    batch_size: Count
+    repeats: Count
+    warmup_passes: Index
+    pass_s: list[Positive]  # wall time of each timed pass
     timed: str = ("full passes over the prepared eval set in host memory: per batch host-to-device copy, forward, "
                   "argmax, labels back to the host; device synchronized at the end of each pass")
 
@@ -62,18 +63,18 @@ class ThroughputStats(BaseModel):
 class LoadgenScenario(BaseModel):
     scenario: Literal["SingleStream", "Offline"]
     valid: bool | None = None  # LoadGen's own "Result is : VALID"
-    queries: int | None = None  # SingleStream: queries issued; Offline: samples in the one query
-    p90_ms: float | None = None  # LoadGen's 90th percentile latency (SingleStream only)
-    mean_ms: float | None = None  # LoadGen's mean latency (SingleStream only)
-    samples_per_s: float | None = None  # Offline: samples per second; SingleStream: QPS w/ loadgen overhead
+    queries: Index | None = None  # SingleStream: queries issued; Offline: samples in the one query
+    p90_ms: NonNegative | None = None  # LoadGen's 90th percentile latency (SingleStream only)
+    mean_ms: NonNegative | None = None  # LoadGen's mean latency (SingleStream only)
+    samples_per_s: NonNegative | None = None  # Offline: samples per second; SingleStream: QPS w/ loadgen overhead
     log_dir: str  # relative to the run directory
     summary_file: str = "mlperf_log_summary.txt"
 
 
 class LoadgenResult(BaseModel):
     version: str | None = None  # mlcommons-loadgen package version
-    min_query_count: int
-    min_duration_ms: int
+    min_query_count: Index
+    min_duration_ms: Index
     single_stream: LoadgenScenario | None = None
     offline: LoadgenScenario | None = None
 
@@ -83,14 +84,14 @@ class EnergyWindow(BaseModel):
     right after the device synchronize at the start and end of each timed stretch, summed over those stretches
     only (warm-up, progress-bar updates between stretches and everything else outside are left out)."""
 
-    examples: int  # examples classified in the measured stretches
-    seconds: float  # between the counter reads, summed over the stretches (>= timed_s: the loop's bookkeeping)
-    timed_s: float  # what the clock timed over the same examples (sum of latencies, or of the timed passes)
-    joules: float | None = None  # the covered kinds together (None: see unavailable)
-    joules_per_10k: float | None = None  # joules / examples x 10,000
-    mean_power_w: float | None = None  # joules / seconds
-    per_kind_j: dict[str, float | None] = Field(default_factory=dict)  # gpu, cpu_package, dram
-    per_source_j: dict[str, float | None] = Field(default_factory=dict)  # each counter ("gpu0", "intel-rapl:0")
+    examples: Index  # examples classified in the measured stretches
+    seconds: Seconds  # between the counter reads, summed over the stretches (>= timed_s: the loop's bookkeeping)
+    timed_s: Seconds  # what the clock timed over the same examples (sum of latencies, or of the timed passes)
+    joules: NonNegative | None = None  # the covered kinds together (None: see unavailable)
+    joules_per_10k: NonNegative | None = None  # joules / examples x 10,000
+    mean_power_w: NonNegative | None = None  # joules / seconds
+    per_kind_j: dict[str, NonNegative | None] = Field(default_factory=dict)  # gpu, cpu_package, dram
+    per_source_j: dict[str, NonNegative | None] = Field(default_factory=dict)  # each counter ("gpu0", ...)
     joules_per_10k_above_idle: float | None = None  # (joules - idle power x seconds) / examples x 10,000
     unavailable: dict[str, str] = Field(default_factory=dict)  # kind -> why its joules are not in the total
     notes: list[str] = Field(default_factory=list)
@@ -105,8 +106,8 @@ class InferenceEnergy(BaseModel):
     unavailable: dict[str, str] = Field(default_factory=dict)
     latency: EnergyWindow | None = None  # batch 1, every eval example once
     throughput: EnergyWindow | None = None  # the timed offline passes
-    idle_power_w: float | None = None  # mean watts of the covered kinds before the measurement
-    idle_seconds: float | None = None
+    idle_power_w: NonNegative | None = None  # mean watts of the covered kinds before the measurement
+    idle_seconds: Seconds | None = None
     counters: list[dict] = Field(default_factory=list)  # what the meter read (EnergyMeter.describe())
     notes: list[str] = Field(default_factory=list)
 
@@ -120,11 +121,11 @@ class InferenceSettings(BaseModel):
     device: str
     amp: str
     compile: bool
-    threads: int  # torch intra-op threads during the measurement
-    warmup: int  # untimed batch-1 queries before the timed pass
-    latency_batch_size: int = 1
-    throughput_batch_size: int | None = None
-    throughput_repeats: int = 0
+    threads: Count  # torch intra-op threads during the measurement
+    warmup: Index  # untimed batch-1 queries before the timed pass
+    latency_batch_size: Count = 1
+    throughput_batch_size: Count | None = None
+    throughput_repeats: Index = 0
     backend: Literal["daybreak", "loadgen"] = "daybreak"
     pinned_memory: bool = False  # prepared inputs live in page-locked host memory (CUDA)
     prepared_on: str = "cpu"  # where the recipe's prepare ran before the inputs were put in host memory
@@ -132,7 +133,7 @@ class InferenceSettings(BaseModel):
 
 
 class InferenceResult(BaseModel):
-    schema_version: int = 1
+    schema_version: Count = 1
     kind: Literal["daybreak.inference"] = "daybreak.inference"
     run_id: str
     task: str
@@ -141,26 +142,26 @@ class InferenceResult(BaseModel):
     framework: str
     metric: str  # the accuracy the target applies to: "top1", "top5" or "f1"
     checkpoint: str  # file in the run directory
-    checkpoint_epoch: float | None = None
-    checkpoint_accuracy: float | None = None  # what the run's evaluation measured for this checkpoint
+    checkpoint_epoch: NonNegative | None = None
+    checkpoint_accuracy: Fraction | None = None  # what the run's evaluation measured for this checkpoint
 
-    n_examples: int
+    n_examples: Count
     latency: LatencyStats
     throughput: ThroughputStats | None = None
 
-    accuracy: float  # fraction, of `metric`, of the very batch-1 predictions that were timed
-    top1: float | None = None  # classification tasks
-    top5: float | None = None
+    accuracy: Fraction  # fraction, of `metric`, of the very batch-1 predictions that were timed
+    top1: Fraction | None = None  # classification tasks
+    top5: Fraction | None = None
     metrics: dict[str, float] = Field(default_factory=dict)  # everything measured, e.g. {"f1": .., "exact_match": ..}
-    target: float  # the run's recorded target
+    target: Target  # the run's recorded target
     valid: bool  # the accuracy reaches the target (Metric.reaches)
     reason: str | None = None  # why not valid
 
-    cost_per_hour: float | None = None
+    cost_per_hour: NonNegative | None = None
     instance: str | None = None
-    price_date: str | None = None
-    cost_per_example_usd: float | None = None  # mean latency (h) x price per hour
-    cost_per_10k_usd: float | None = None  # DAWNBench's "cost to classify 10,000 images"
+    price_date: IsoDate | None = None  # the price's date, YYYY-MM-DD (daybreak.pricing)
+    cost_per_example_usd: NonNegative | None = None  # mean latency (h) x price per hour
+    cost_per_10k_usd: NonNegative | None = None  # DAWNBench's "cost to classify 10,000 images"
 
     settings: InferenceSettings
     clock_included: str = CLOCK_INCLUDED
@@ -170,7 +171,7 @@ class InferenceResult(BaseModel):
     data_source: str = ""
     data_official: bool = True
     created_at: datetime
-    duration_s: float | None = None  # wall time of the whole command
+    duration_s: Seconds | None = None  # wall time of the whole command
     command: list[str] = Field(default_factory=list)
     loadgen: LoadgenResult | None = None
     energy: InferenceEnergy | None = None  # None: a record made before energy was measured

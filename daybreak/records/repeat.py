@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from daybreak.records.base import Record
+from daybreak.records.fields import Count, Fraction, Index, NonNegative, Seconds, Target
 from daybreak.records.provenance import Provenance
 from daybreak.records.significance import TargetSignificance
 
@@ -20,22 +21,22 @@ UNREACHED_POLICY = ("runs that did not reach the target (not_reached, diverged, 
 class TimeStats(BaseModel):
     """Statistics of the time-to-target of the runs that reached the target (seconds)."""
 
-    n: int  # runs that reached the target (the only ones with a time)
-    times_s: list[float] = Field(default_factory=list)  # in run order
-    mean_s: float | None = None
-    std_s: float | None = None  # sample std, ddof=1
-    cv: float | None = None  # std / mean
-    confidence: float = CONFIDENCE
-    ci_low_s: float | None = None  # Student-t interval of the mean
+    n: Index  # runs that reached the target (the only ones with a time)
+    times_s: list[Seconds] = Field(default_factory=list)  # in run order
+    mean_s: Seconds | None = None
+    std_s: NonNegative | None = None  # sample std, ddof=1
+    cv: NonNegative | None = None  # std / mean
+    confidence: Fraction = CONFIDENCE
+    ci_low_s: float | None = None  # Student-t interval of the mean (its low end may be below 0)
     ci_high_s: float | None = None
-    olympic_mean_s: float | None = None  # fastest and slowest dropped; needs n >= 3
-    min_s: float | None = None
-    median_s: float | None = None
-    max_s: float | None = None
+    olympic_mean_s: Seconds | None = None  # fastest and slowest dropped; needs n >= 3
+    min_s: Seconds | None = None
+    median_s: Seconds | None = None
+    max_s: Seconds | None = None
 
 
 class EpochStats(BaseModel):
-    """Epochs-to-target of the runs that reached the target."""
+    """Epochs-to-target of the runs that reached the target (a `daybreak time` run's epochs are its log's)."""
 
     values: list[float] = Field(default_factory=list)
     min: float | None = None
@@ -49,43 +50,43 @@ class RepeatRun(BaseModel):
     run_id: str
     status: str
     reached: bool
-    time_to_target_s: float | None = None
-    epochs_to_target: float | None = None
+    time_to_target_s: Seconds | None = None
+    epochs_to_target: float | None = None  # these three as the run's record says (see EpochRecord)
     final_accuracy: float | None = None
     best_accuracy: float | None = None
-    train_s: float | None = None
+    train_s: Seconds | None = None
     device: str | None = None
     reused: bool = False  # found finished in the directory, not run by this invocation
     busy: bool = False  # the machine was busy while it ran (its record's context warnings)
     excluded: bool = False  # left out of the statistics (--busy exclude, or replaced by a re-run)
-    data_load_s: float | None = None  # cold-start phases: every trial of an experiment pays them alike
-    model_init_s: float | None = None
+    data_load_s: Seconds | None = None  # cold-start phases: every trial of an experiment pays them alike
+    model_init_s: Seconds | None = None
 
 
 class RepeatSummary(Record):
     FILE = REPEAT_FILE
     WHAT = "repeat"
 
-    schema_version: int = 1
+    schema_version: Count = 1
     kind: Literal["daybreak.repeat"] = "daybreak.repeat"
     task: str
     recipe: str
     model: str
     metric: str
-    target: float
+    target: Target
     hyperparameters: dict[str, Any]
     overrides: dict[str, Any] = Field(default_factory=dict)
     seeds: list[int]
-    n_runs: int
-    n_reached: int
-    reached_fraction: float | None
+    n_runs: Count
+    n_reached: Index
+    reached_fraction: Fraction | None
     time_to_target: TimeStats
     epochs_to_target: EpochStats
     unreached_policy: str = UNREACHED_POLICY
     complete: bool = True  # False while seeds are still to run
     runs: list[RepeatRun]
     accuracy: TargetSignificance | None = None  # mean final accuracy, its CI, and p of "mean > target"
-    n_busy: int = 0
-    cold_start_spread: float | None = None  # max / min of data_load + model_init over the counted runs
+    n_busy: Index = 0
+    cold_start_spread: NonNegative | None = None  # max / min of data_load + model_init over the counted runs
     trials: str | None = None  # how the runs were made: "fresh processes (experiment.json)", or "one process"
     provenance: Provenance

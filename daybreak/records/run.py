@@ -7,8 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from daybreak.config import COMPILE_MODES
 from daybreak.measure.system import SystemInfo
 from daybreak.records.base import Record
+from daybreak.records.fields import Count, Fraction, Index, IsoDate, NonNegative, Positive, Seconds, Target
+from daybreak.rules import PHASES, RULE_SETS
 
 RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
 
@@ -19,21 +22,39 @@ EXTERNAL_RECIPE = "external"
 EXTERNAL_ENERGY = "not measured: `daybreak time` times an external program from its log and reads no energy counters"
 
 
+def _known_rule_set(name: str) -> str:
+    if name not in RULE_SETS:
+        raise ValueError(f"must be a rule set ({', '.join(RULE_SETS)}), not {name[:40]!r}")
+    return name
+
+
+def _known_rule_sets(by_rules: dict) -> dict:
+    for name in by_rules:
+        _known_rule_set(name)
+    return by_rules
+
+
 class EpochRecord(BaseModel):
     """One evaluation. ``elapsed_s`` is the headline rule set's clock when the evaluation finished;
-    ``clock_s`` holds every rule set's clock at that instant (see daybreak.rules)."""
+    ``clock_s`` holds every rule set's clock at that instant (see daybreak.rules). The epoch, step and accuracies
+    of a `daybreak time` record are the timed program's own (its log's), so they are not constrained here."""
 
     epoch: float  # epochs of training done when evaluated (fractional with --eval-every-steps)
     step: int  # optimizer steps done
-    elapsed_s: float
-    clock_s: dict[str, float] = Field(default_factory=dict)  # rule set name -> its clock at the end of this eval
-    energy_j: dict[str, float | None] = Field(default_factory=dict)  # rule set -> joules counted up to this eval
+    elapsed_s: Seconds
+    clock_s: dict[str, Seconds] = Field(default_factory=dict)  # rule set name -> its clock at the end of this eval
+    energy_j: dict[str, NonNegative | None] = Field(default_factory=dict)  # rule set -> joules counted up to it
     accuracy: float  # fraction 0..1 of the task's metric (top-1 unless the task says otherwise)
     top1: float | None = None
     top5: float | None = None
     metrics: dict[str, float] = Field(default_factory=dict)  # everything the evaluation measured (e.g. f1, exact_match)
     train_loss: float | None = None  # mean training loss since the previous evaluation
-    eval_s: float  # how long this evaluation took (wall, device synchronized)
+    eval_s: Seconds  # how long this evaluation took (wall, device synchronized)
+
+    @field_validator("clock_s", "energy_j")
+    @classmethod
+    def _rule_sets(cls, value: dict) -> dict:
+        return _known_rule_sets(value)
 
 
 class PhaseInterval(BaseModel):
@@ -44,16 +65,28 @@ class PhaseInterval(BaseModel):
     start_s: float
     end_s: float
 
+    @field_validator("phase")
+    @classmethod
+    def _phase(cls, value: str) -> str:
+        if value not in PHASES:
+            raise ValueError(f"must be one of {', '.join(PHASES)}")
+        return value
+
 
 class ClockFigure(BaseModel):
     """Time-to-target under one rule set (daybreak.rules), computed from the phase intervals."""
 
     rules: str
-    time_to_target_s: float | None = None  # None until (unless) the target is reached
-    clock_s: float = 0.0  # the clock at the last evaluation (or at the end)
+    time_to_target_s: Seconds | None = None  # None until (unless) the target is reached
+    clock_s: Seconds = 0.0  # the clock at the last evaluation (or at the end)
     start_s: float = 0.0  # where this rule set's clock starts on the timeline
-    excluded_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds left out
+    excluded_s: dict[str, Seconds] = Field(default_factory=dict)  # phase -> seconds left out
     notes: list[str] = Field(default_factory=list)
+
+    @field_validator("rules")
+    @classmethod
+    def _rules(cls, value: str) -> str:
+        return _known_rule_set(value)
 
 
 class EnergyRecord(BaseModel):
@@ -63,12 +96,12 @@ class EnergyRecord(BaseModel):
     available: bool = False
     unavailable: dict[str, str] = Field(default_factory=dict)
     covers: list[str] = Field(default_factory=list)  # the kinds in the totals, e.g. ["gpu", "cpu_package"]
-    joules_to_target: dict[str, float | None] = Field(default_factory=dict)  # rule set -> joules (all ranks)
-    joules_at_end: dict[str, float | None] = Field(default_factory=dict)  # rule set -> joules up to the last eval
-    per_phase_j: dict[str, float | None] = Field(default_factory=dict)  # phase -> joules (this process's counters)
-    per_source_j: dict[str, float | None] = Field(default_factory=dict)  # counter -> joules to target (rank 0)
-    idle_power_w: float | None = None  # mean watts of the counted kinds before the run (the machine's floor)
-    idle_seconds: float | None = None
+    joules_to_target: dict[str, NonNegative | None] = Field(default_factory=dict)  # rule set -> joules (all ranks)
+    joules_at_end: dict[str, NonNegative | None] = Field(default_factory=dict)  # rule set -> joules to the last eval
+    per_phase_j: dict[str, NonNegative | None] = Field(default_factory=dict)  # phase -> joules (this process's)
+    per_source_j: dict[str, NonNegative | None] = Field(default_factory=dict)  # counter -> joules to target (rank 0)
+    idle_power_w: NonNegative | None = None  # mean watts of the counted kinds before the run (the machine's floor)
+    idle_seconds: Seconds | None = None
     counters: list[dict] = Field(default_factory=list)  # what the meter read (daybreak.measure.energy describe())
     notes: list[str] = Field(default_factory=list)
 
@@ -76,13 +109,13 @@ class EnergyRecord(BaseModel):
 class MeasurementContext(BaseModel):
     """What else the machine was doing, and what exactly ran: so a slow result explains itself."""
 
-    load_avg_before: list[float] | None = None  # 1, 5, 15-minute load averages before the run
-    load_avg_after: list[float] | None = None
-    other_cpu_s: float | None = None  # CPU seconds other processes took during the run (sampled)
-    own_cpu_s: float | None = None  # CPU seconds this process took
-    busy_fraction: float | None = None  # other processes' CPU time / (wall x logical CPUs)
-    threads_used: int | None = None  # torch intra-op threads actually used
-    interop_threads: int | None = None
+    load_avg_before: list[NonNegative] | None = None  # 1, 5, 15-minute load averages before the run
+    load_avg_after: list[NonNegative] | None = None
+    other_cpu_s: NonNegative | None = None  # CPU seconds other processes took during the run (sampled)
+    own_cpu_s: NonNegative | None = None  # CPU seconds this process took
+    busy_fraction: Fraction | None = None  # other processes' CPU time / (wall x logical CPUs), at most 1
+    threads_used: Count | None = None  # torch intra-op threads actually used
+    interop_threads: Count | None = None
     git_commit: str | None = None  # the code that defined the recipe
     git_dirty: bool | None = None
     git_remote: str | None = None  # the work tree's remote (origin) URL, credentials removed; None without one
@@ -124,7 +157,7 @@ class RunResult(Record):
     FILE = RESULT_FILE
     WHAT = "run"
 
-    schema_version: int = 2  # 2: rules, phases, clocks, context (1 still loads)
+    schema_version: Count = 2  # 2: rules, phases, clocks, context (1 still loads)
     kind: Literal["daybreak.run"] = "daybreak.run"
     run_id: str
     task: str
@@ -133,7 +166,7 @@ class RunResult(Record):
     optimizer: str | None = None  # the class of the recipe's optimizer (SGD, AdamW, Muon); None before it was recorded
     framework: str  # e.g. "PyTorch 2.13.0"
     metric: str  # "top1" / "top5"
-    target: float  # fraction
+    target: Target  # fraction
     target_is_default: bool
     official: bool
     unofficial_reasons: list[str] = Field(default_factory=list)
@@ -142,20 +175,20 @@ class RunResult(Record):
     device: str
     amp: str
     compile: str = "off"  # off | default | reduce-overhead | max-autotune (records before modes: true -> default)
-    threads: int | None = None
-    world_size: int = 1
-    nodes: int = 1
+    threads: Count | None = None
+    world_size: Count = 1
+    nodes: Count = 1
     backend: str | None = None
-    per_device_batch_size: int | None = None
-    global_batch_size: int | None = None  # per-device batch x world size
+    per_device_batch_size: Count | None = None
+    global_batch_size: Count | None = None  # per-device batch x world size
     lr_scaling: str = "linear"  # the recipe's rule for the learning rate on several devices
-    lr_scale: float = 1.0  # the factor applied to the recipe's learning rates (e.g. world size for linear)
+    lr_scale: Positive = 1.0  # the factor applied to the recipe's learning rates (e.g. world size for linear)
     stop_at_target: bool = True
-    steps_per_epoch: int | None = None  # what the data source actually did
-    train_examples: int | None = None  # examples in one epoch of the training data (all ranks)
-    effective_batch_size: int | None = None  # per-device batch the data source used (<= the recipe's)
-    eval_every_epochs: int | None = 1
-    eval_every_steps: int | None = None
+    steps_per_epoch: Count | None = None  # what the data source actually did
+    train_examples: Count | None = None  # examples in one epoch of the training data (all ranks)
+    effective_batch_size: Count | None = None  # per-device batch the data source used (<= the recipe's)
+    eval_every_epochs: Count | None = 1
+    eval_every_steps: Count | None = None
 
     status: RunStatus = "running"
     reached: bool = False
@@ -165,16 +198,16 @@ class RunResult(Record):
     steps_to_target: int | None = None
     final_accuracy: float | None = None
     best_accuracy: float | None = None
-    init_s: float | None = None
-    train_s: float = 0.0  # training clock so far (excludes eval unless eval_included)
-    eval_s: float = 0.0  # total evaluation time
-    total_s: float | None = None  # wall time of the whole command, init included
+    init_s: Seconds | None = None
+    train_s: Seconds = 0.0  # training clock so far (excludes eval unless eval_included)
+    eval_s: Seconds = 0.0  # total evaluation time
+    total_s: Seconds | None = None  # wall time of the whole command, init included
     history: list[EpochRecord] = Field(default_factory=list)
 
-    cost_per_hour: float | None = None
+    cost_per_hour: NonNegative | None = None
     instance: str | None = None
-    price_date: str | None = None
-    cost_usd: float | None = None  # time_to_target hours x cost_per_hour
+    price_date: IsoDate | None = None  # the price's date, YYYY-MM-DD (daybreak.pricing)
+    cost_usd: NonNegative | None = None  # time_to_target hours x cost_per_hour
 
     clock: ClockRules = Field(default_factory=ClockRules)
     rules: str = "dawnbench"  # the rule set of the headline figures (time_to_target_s, elapsed_s, cost_usd)
@@ -183,7 +216,7 @@ class RunResult(Record):
     setup_notes: list[str] = Field(default_factory=list)  # what the recipe's build reported (derived values, ...)
     performance: PerformanceSettings = Field(default_factory=PerformanceSettings)  # precision, TF32, cuDNN, compile, sync
     energy: EnergyRecord = Field(default_factory=EnergyRecord)
-    recompiles_under_clock: int | None = None  # torch.compile recompilations during training/eval (0 = clean)
+    recompiles_under_clock: Index | None = None  # torch.compile recompilations during training/eval (0 = clean)
     context: MeasurementContext = Field(default_factory=MeasurementContext)
     warnings: list[str] = Field(default_factory=list)
     system: SystemInfo  # the system the program ran on
@@ -199,13 +232,33 @@ class RunResult(Record):
 
     @field_validator("compile", mode="before")
     @classmethod
-    def _compile_mode(cls, value: Any) -> str:
+    def _compile_mode(cls, value: Any) -> Any:
         """Records written before compile modes hold a bool."""
         if value is True:
             return "default"
-        if value is False or value is None:
+        if value is False:
             return "off"
-        return str(value)
+        return value
+
+    @field_validator("compile")
+    @classmethod
+    def _known_compile_mode(cls, value: str) -> str:
+        if value not in COMPILE_MODES:
+            raise ValueError(f"must be one of {', '.join(COMPILE_MODES)}")
+        return value
+
+    @field_validator("rules")
+    @classmethod
+    def _rules(cls, value: str) -> str:
+        return _known_rule_set(value)
+
+    @field_validator("clocks")
+    @classmethod
+    def _clocks(cls, value: dict[str, ClockFigure]) -> dict[str, ClockFigure]:
+        for name, figure in value.items():
+            if figure.rules != name:
+                raise ValueError(f"the figure under {name[:40]!r} is for rule set {figure.rules!r}")
+        return value
 
     @property
     def compiled(self) -> bool:
