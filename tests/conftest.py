@@ -20,18 +20,60 @@ SLOW_DUPLICATES = {
         "test_worker_and_reproduce_commands (the command line)",
 }
 
+# Long end-to-end tests (each 7 to 35 s: several fresh `daybreak run` processes, a Slurm job array, a compile) moved
+# to `pytest -m slow`, which CI runs right after the default suite (with the same PostgreSQL and Slurm), so that the
+# default suite stays near 5 minutes on 2 cores. Test id -> the default-suite test that covers the same code faster.
+SLOW_END_TO_END = {
+    "tests/test_options.py::test_readme_python_api_section_runs":
+        "test_python_api_mistakes_are_one_config_error and the API's commands' own tests (5 runs: 33 s)",
+    "tests/test_experiments.py::test_ab_on_digits_prints_ratio_interval_and_verdict":
+        "test_paired_ratio_matches_scipy, test_repeat_trials_are_fresh_daybreak_run_processes",
+    "tests/test_experiments.py::test_a_killed_experiment_resumes_without_rerunning_finished_trials":
+        "test_a_killed_experiment_leaves_no_trial_running (test_executors.py)",
+    "tests/test_gpu_ready.py::test_the_warm_up_leaves_weights_optimizer_and_random_state_as_they_were":
+        "test_init_runs_before_the_data_and_the_mllog_passes_the_checker",
+    "tests/test_experiments_remote.py::test_a_lesion_runs_its_arms_as_one_slurm_job_array":
+        "test_lesion_arms_are_interleaved_fresh_processes, test_exit_codes_logs_order_and_one_at_a_time[slurm]",
+    "tests/test_experiments_remote.py::test_repeat_trials_run_as_a_slurm_job_array_and_a_killed_one_resumes":
+        "test_a_daybreak_run_trial_through_each_executor, test_exit_codes_logs_order_and_one_at_a_time[slurm]",
+    "tests/test_experiments_remote.py::test_throughput_configurations_as_jobs":
+        "test_exit_codes_logs_order_and_one_at_a_time[submitit-local]",
+    "tests/test_experiments_remote.py::test_a_leaderboard_reproduction_runs_through_the_slurm_code_path":
+        "test_worker_and_reproduce_commands, test_the_server_queues_reproductions_for_the_worker",
+    "tests/test_task_contract.py::test_throughput_takes_the_tasks_model_and_its_real_data":
+        "test_catalog.py's throughput contract over every registered task",
+    "tests/test_analysis.py::test_lesion_digits_augment": "test_lesion_arms_are_interleaved_fresh_processes",
+    "tests/test_analysis.py::test_repeat_records_unreached_runs_and_goes_on": "test_repeat_summary_statistics",
+    "tests/test_throughput.py::test_failures_are_recorded_and_find_max_batch_halves_until_it_fits":
+        "test_sweep_writes_every_output_with_consistent_numbers",
+    "tests/test_leaderboard_trust.py::test_static_export_grows_linearly": "test_static_export_writes_the_same_pages",
+    "tests/test_cifar10_recipe.py::test_each_cifar_recipe_trains_on_synthetic_cifar_files[cifar10_96]":
+        "the same test for cifar10 and cifar10_muon; test_cifar10_96_is_airbench96s_residual_net_and_schedule",
+    "tests/test_cifar10_recipe.py::test_end_to_end_run_with_the_hooks_on_is_deterministic":
+        "test_end_to_end_on_a_synthetic_cifar_tarball_reaches_its_target",
+    "tests/test_distributed.py::test_a_failing_rank_ends_the_run_quickly":
+        "test_two_processes_reach_the_digits_target (the same launcher)",
+    "tests/test_distributed.py::test_two_processes_reach_the_mnist_target_with_the_recipes_defaults":
+        "test_two_processes_reach_the_digits_target",
+    "tests/test_executors.py::test_slurm_task_lost_without_a_result_is_an_outcome_error":
+        "test_exit_codes_logs_order_and_one_at_a_time[slurm]",
+}
+for _id in SLOW_END_TO_END:
+    assert _id not in SLOW_DUPLICATES, _id
+SLOW = {**SLOW_DUPLICATES, **SLOW_END_TO_END}
+
 
 @pytest.hookimpl(tryfirst=True)  # before `-m 'not slow'` deselects
 def pytest_collection_modifyitems(config, items):
     files = {item.nodeid.split("::")[0] for item in items}
     found = set()
     for item in items:
-        if item.nodeid in SLOW_DUPLICATES:
+        if item.nodeid in SLOW:
             item.add_marker(pytest.mark.slow)
             found.add(item.nodeid)
-    stale = {t for t in SLOW_DUPLICATES if t.split("::")[0] in files} - found
+    stale = {t for t in SLOW if t.split("::")[0] in files} - found
     if stale:
-        warnings.warn(f"conftest.SLOW_DUPLICATES names tests that no longer exist: {sorted(stale)}")
+        warnings.warn(f"conftest.SLOW_DUPLICATES/SLOW_END_TO_END name tests that no longer exist: {sorted(stale)}")
 
 
 @pytest.fixture(autouse=True, scope="session")
