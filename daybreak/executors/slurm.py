@@ -94,13 +94,17 @@ def run_trial_on_node(argv: Sequence[str], log: str, env: Mapping[str, str], dev
         error = _stopped_because(e, host, time.time() - started_at)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if error is None and proc.returncode == -signal.SIGTERM:
+        # Slurm signals every process of the job at its time limit (and on scancel): the trial can die of it before
+        # this task's own handler runs. Same cause, same message.
+        error = _stopped_because(_Terminated("signal SIGTERM"), host, time.time() - started_at)
     return {"exit_code": proc.returncode, "host": host, "started_at": started_at, "finished_at": time.time(),
             "error": error}
 
 
 def _stopped_because(e: BaseException, host: str, ran_s: float) -> str:
     if isinstance(e, _Terminated):
-        why = f"{e} (scancel, preemption or the time limit)"
+        why = f"{e} (scancel, preemption or the time limit; if it was the limit, raise --slurm-time-min)"
     elif "timed-out" in str(e):
         why = "its time limit was near (submitit's warning signal; raise --slurm-time-min)"
     else:
