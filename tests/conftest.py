@@ -57,6 +57,17 @@ SLOW_END_TO_END = {
         "test_two_processes_reach_the_digits_target",
     "tests/test_executors.py::test_slurm_task_lost_without_a_result_is_an_outcome_error":
         "test_exit_codes_logs_order_and_one_at_a_time[slurm]",
+    # the same test on the other database / the other executor stays in the default suite
+    "tests/test_leaderboard_trust.py::test_connections_have_time_and_size_limits[postgresql]":
+        "the same limits on SQLite (the database is not involved)",
+    "tests/test_leaderboard_trust.py::test_the_server_queues_reproductions_for_the_worker[postgresql]":
+        "the same queue on SQLite; test_leaderboard_store.py runs the store itself on PostgreSQL",
+    "tests/test_executors.py::test_parallel_trials_run_together[slurm]": "the same test through submitit-local",
+    "tests/test_executors.py::test_keyboard_interrupt_stops_everything[slurm]": "the same test through submitit-local",
+    "tests/test_clock_rules.py::test_sigterm_ends_other_commands_like_ctrl_c[command0]":
+        "test_sigterm_is_recorded_like_ctrl_c (the same handler, installed by the CLI for every command)",
+    "tests/test_clock_rules.py::test_sigterm_ends_other_commands_like_ctrl_c[command1]":
+        "test_sigterm_is_recorded_like_ctrl_c (the same handler, installed by the CLI for every command)",
 }
 for _id in SLOW_END_TO_END:
     assert _id not in SLOW_DUPLICATES, _id
