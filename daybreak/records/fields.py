@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from typing import Annotated
+from typing import Annotated, Callable, Collection
 
 from pydantic import AfterValidator, Field
 
@@ -40,3 +40,15 @@ def _iso_date(value: str) -> str:
 
 
 IsoDate = Annotated[str, AfterValidator(_iso_date)]  # YYYY-MM-DD, as the price catalog writes price_date
+
+
+def one_of(values: Collection[str], what: str = "") -> Callable[[str], str]:
+    """A validator: the value must be one of ``values`` (a record daybreak wrote names only what it knows)."""
+    def check(value: str) -> str:
+        if value not in values:
+            kind = f"a {what} " if what else ""
+            raise ValueError(f"must be {kind}({', '.join(values)}), not {str(value)[:40]!r}")
+        return value
+
+    return check
+

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from daybreak.config import COMPILE_MODES
 from daybreak.measure.system import SystemInfo
 from daybreak.records.base import Record
-from daybreak.records.fields import Count, Fraction, Index, IsoDate, NonNegative, Positive, Seconds, Target
+from daybreak.records.fields import (
+    Count, Fraction, Index, IsoDate, NonNegative, Positive, Seconds, Target, one_of,
+)
 from daybreak.rules import PHASES, RULE_SETS
+
+Phase = Annotated[str, AfterValidator(one_of(PHASES, "phase"))]
+RuleSet = Annotated[str, AfterValidator(one_of(RULE_SETS, "rule set"))]
+CompileMode = Annotated[str, AfterValidator(one_of(COMPILE_MODES, "compile mode"))]
 
 RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
 
@@ -22,15 +28,9 @@ EXTERNAL_RECIPE = "external"
 EXTERNAL_ENERGY = "not measured: `daybreak time` times an external program from its log and reads no energy counters"
 
 
-def _known_rule_set(name: str) -> str:
-    if name not in RULE_SETS:
-        raise ValueError(f"must be a rule set ({', '.join(RULE_SETS)}), not {name[:40]!r}")
-    return name
-
-
 def _known_rule_sets(by_rules: dict) -> dict:
     for name in by_rules:
-        _known_rule_set(name)
+        one_of(RULE_SETS, "rule set")(name)
     return by_rules
 
 
@@ -61,32 +61,20 @@ class PhaseInterval(BaseModel):
     """One raw phase interval on the run's timeline: seconds since the command started (one monotonic timer,
     the device synchronized at both ends). Phases: daybreak.rules.PHASES."""
 
-    phase: str
+    phase: Phase
     start_s: float
     end_s: float
-
-    @field_validator("phase")
-    @classmethod
-    def _phase(cls, value: str) -> str:
-        if value not in PHASES:
-            raise ValueError(f"must be one of {', '.join(PHASES)}")
-        return value
 
 
 class ClockFigure(BaseModel):
     """Time-to-target under one rule set (daybreak.rules), computed from the phase intervals."""
 
-    rules: str
+    rules: RuleSet
     time_to_target_s: Seconds | None = None  # None until (unless) the target is reached
     clock_s: Seconds = 0.0  # the clock at the last evaluation (or at the end)
     start_s: float = 0.0  # where this rule set's clock starts on the timeline
     excluded_s: dict[str, Seconds] = Field(default_factory=dict)  # phase -> seconds left out
     notes: list[str] = Field(default_factory=list)
-
-    @field_validator("rules")
-    @classmethod
-    def _rules(cls, value: str) -> str:
-        return _known_rule_set(value)
 
 
 class EnergyRecord(BaseModel):
@@ -174,7 +162,7 @@ class RunResult(Record):
     seed: int
     device: str
     amp: str
-    compile: str = "off"  # off | default | reduce-overhead | max-autotune (records before modes: true -> default)
+    compile: CompileMode = "off"  # off | default | reduce-overhead | max-autotune (records before modes: true -> default)
     threads: Count | None = None
     world_size: Count = 1
     nodes: Count = 1
@@ -210,7 +198,7 @@ class RunResult(Record):
     cost_usd: NonNegative | None = None  # time_to_target hours x cost_per_hour
 
     clock: ClockRules = Field(default_factory=ClockRules)
-    rules: str = "dawnbench"  # the rule set of the headline figures (time_to_target_s, elapsed_s, cost_usd)
+    rules: RuleSet = "dawnbench"  # the rule set of the headline figures (time_to_target_s, elapsed_s, cost_usd)
     phases: list[PhaseInterval] = Field(default_factory=list)  # raw phase intervals (daybreak.rules.PHASES)
     clocks: dict[str, ClockFigure] = Field(default_factory=dict)  # every rule set's figures
     setup_notes: list[str] = Field(default_factory=list)  # what the recipe's build reported (derived values, ...)
@@ -239,18 +227,6 @@ class RunResult(Record):
         if value is False:
             return "off"
         return value
-
-    @field_validator("compile")
-    @classmethod
-    def _known_compile_mode(cls, value: str) -> str:
-        if value not in COMPILE_MODES:
-            raise ValueError(f"must be one of {', '.join(COMPILE_MODES)}")
-        return value
-
-    @field_validator("rules")
-    @classmethod
-    def _rules(cls, value: str) -> str:
-        return _known_rule_set(value)
 
     @field_validator("clocks")
     @classmethod
