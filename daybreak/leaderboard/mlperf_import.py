@@ -36,7 +36,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from daybreak.analysis.stats import coefficient_of_variation
 from daybreak.errors import ConfigError
@@ -151,34 +151,28 @@ def collect(root: Path, round_: str) -> tuple[list[BenchmarkFolder], list[Outcom
     def skip(path: Path, reason: str, files: int = 0) -> None:
         problems.append(Outcome(str(path), "skipped", reason, files=files))
 
-    for sub in submitter_folders(root):
-        results = sub / "results"
-        base = [root.name] if sub == root else [root.name, sub.name]
+    def folders_in(parent: Path, file_here: str) -> Iterator[Path]:
+        """The folders listed in ``parent``; a skip for an unlistable parent, a link or a file in it."""
         try:
-            systems = _listing(results)
+            children = _listing(parent)
         except SubmissionError as e:
-            skip(results, str(e).removeprefix(f"{results}: "))
-            continue
-        for system in systems:
-            if os.path.islink(system):
-                skip(system, "a symbolic link (not followed)")
-                continue
-            if not _is_dir(system):
-                skip(system, "a file directly under results/: expected a folder per system "
-                             "(results/<system>/<benchmark>/result_*.txt)", files=1)
-                continue
-            try:
-                benchmarks = _listing(system)
-            except SubmissionError as e:
-                skip(system, str(e).removeprefix(f"{system}: "))
-                continue
-            for bench in benchmarks:
-                if os.path.islink(bench):
-                    skip(bench, "a symbolic link (not followed)")
-                elif not _is_dir(bench):
-                    skip(bench, "a file directly under a system folder: expected "
-                                "results/<system>/<benchmark>/result_*.txt", files=1)
-                elif (b := benchmark_of(bench.name, round_)) is None:
+            skip(parent, str(e).removeprefix(f"{parent}: "))
+            return
+        for child in children:
+            if os.path.islink(child):
+                skip(child, "a symbolic link (not followed)")
+            elif not _is_dir(child):
+                skip(child, file_here, files=1)
+            else:
+                yield child
+
+    for sub in submitter_folders(root):
+        base = [root.name] if sub == root else [root.name, sub.name]
+        for system in folders_in(sub / "results", "a file directly under results/: expected a folder per system "
+                                                  "(results/<system>/<benchmark>/result_*.txt)"):
+            for bench in folders_in(system, "a file directly under a system folder: expected "
+                                            "results/<system>/<benchmark>/result_*.txt"):
+                if (b := benchmark_of(bench.name, round_)) is None:
                     skip(bench, _unknown_benchmark(bench.name, round_))
                 else:
                     source = "/".join([*base, "results", system.name, bench.name])
