@@ -36,7 +36,7 @@ from typing import Sequence
 
 from daybreak.analysis.sources import AnalyzedRun, provenance, runs_in
 from daybreak.analysis.stats import (
-    R_MAX, UNSOLVED, algoperf_score, best_times, cell_time, check_r_max, performance_profile, performance_ratio,
+    R_MAX, UNSOLVED, algoperf_score, best_times, cell_time, performance_profile, performance_ratio, r_max_option,
     task_score,
 )
 from daybreak.errors import ConfigError, RecordError
@@ -162,10 +162,7 @@ def analyze_score(paths: Sequence[str | Path], by: str = "recipe", rules: str | 
     optionally ``NAME=PATH``)."""
     if by not in BY:
         raise ConfigError(f"--by {by}: choose one of {', '.join(BY)}")
-    try:
-        r_max = check_r_max(r_max)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"--r-max {r_max}: {e}") from None
+    r_max = r_max_option(r_max)
     if not paths:
         raise RecordError("no runs given")
     arms = _Arms()

@@ -17,6 +17,7 @@ import math
 import statistics
 from typing import Iterable, Sequence
 
+from daybreak.errors import ConfigError
 from daybreak.metrics import TOP1, Metric
 from daybreak.records.repeat import CONFIDENCE, EpochStats, TimeStats
 
@@ -260,6 +261,14 @@ def check_r_max(r_max: float) -> float:
     if not (math.isfinite(value) and value > 1):
         raise ValueError("must be a finite number > 1")
     return value
+
+
+def r_max_option(r_max: float) -> float:
+    """``check_r_max`` for a command's or an API's ``--r-max``: a one-line ConfigError naming the option."""
+    try:
+        return check_r_max(r_max)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"--r-max {r_max}: {e}") from None
 
 
 def cell_time(times: Sequence[float]) -> float:

@@ -468,7 +468,7 @@ def register_score(lsub: argparse._SubParsersAction) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from daybreak.analysis.stats import check_r_max
+    from daybreak.analysis.stats import r_max_option
     from daybreak.leaderboard.ranking import parse_provenance
     from daybreak.leaderboard.score import format_score, leaderboard_score
     from daybreak.leaderboard.store import Store
@@ -479,10 +479,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     tasks = [t.strip() for item in args.task or [] for t in item.split(",") if t.strip()] or None
     for task in tasks or []:
         leaderboard_task(task)  # a one-line error before the database is opened
-    try:
-        check_r_max(args.r_max)
-    except ValueError as e:
-        raise ConfigError(f"--r-max {args.r_max}: {e}") from None
+    r_max_option(args.r_max)  # a one-line error before the database is opened
     provenance = parse_provenance(args.provenance)
     with Store(args.db, create=False) as store:
         _say_migrated(store)

@@ -15,7 +15,7 @@ import math
 from typing import Any, Sequence
 
 from daybreak.analysis.stats import (
-    R_MAX, UNSOLVED, algoperf_score, best_times, check_r_max, performance_ratio, task_score,
+    R_MAX, UNSOLVED, algoperf_score, best_times, performance_ratio, r_max_option, task_score,
 )
 from daybreak.errors import ConfigError
 from daybreak.leaderboard.ranking import OBJECTIVES, format_hms
@@ -30,10 +30,7 @@ def leaderboard_score(store, by: str = "author", tasks: Sequence[str] | None = N
     "left_out", "method"}: every group of ranked training entries, best score first."""
     if by not in GROUP_BY:
         raise ConfigError(f"--by {by}: choose one of {', '.join(GROUP_BY)}")
-    try:
-        r_max = check_r_max(r_max)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"--r-max {r_max}: {e}") from None
+    r_max = r_max_option(r_max)
     wanted = [leaderboard_task(t).name for t in tasks] if tasks else task_names()
     column = OBJECTIVES["train-time"].column
     times: dict[str, dict[str, float]] = {}
