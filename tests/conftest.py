@@ -1,4 +1,6 @@
 import os
+import shutil
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -109,6 +111,38 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 def single_line(text: str) -> bool:
     text = text.strip()
     return bool(text) and "\n" not in text and "Traceback" not in text
+
+
+# --- headless Chromium for the leaderboard page tests -----------------------------------------------------------
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
+
+
+def chromium_or_skip() -> str:
+    """The Chromium executable; skips the calling test where none is installed."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium)")
+    return browser
+
+
+def chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    """One headless Chromium call with its own profile folder."""
+    return subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def screenshot(browser: str, url: str, shot: Path, window_size: str, keep_as: str) -> None:
+    """A PNG of ``url`` at ``shot`` (asserted to be a real picture); kept as ``keep_as`` in DAYBREAK_SCREENSHOT_DIR
+    when that is set."""
+    r = chromium(browser, shot.with_suffix(".profile"), f"--screenshot={shot}", f"--window-size={window_size}",
+                 "--hide-scrollbars", url)
+    assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("DAYBREAK_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / keep_as)
 
 
 FAKE_WATTS = 40.0  # the fake CPU package below draws a steady 40 W

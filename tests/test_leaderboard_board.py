@@ -3,14 +3,10 @@ view, the MLPerf rules column, and the board plots (the Pareto front and the rec
 constructed example, then on the real DAWNBench entries and in headless Chromium)."""
 
 import json
-import os
 import re
-import shutil
-import subprocess
 import threading
 import time
 from datetime import date
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -23,8 +19,8 @@ from daybreak.leaderboard.store import Store
 from daybreak.leaderboard.submission import PROVENANCES
 from daybreak.leaderboard.web import Token, create_app, server_config
 
-from conftest import single_line
-from test_leaderboard_web import ENTRIES, SECRET, _chromium, tables_of, train_doc, train_tsv
+from conftest import chromium, chromium_or_skip, screenshot, single_line
+from test_leaderboard_web import ENTRIES, SECRET, tables_of, train_doc, train_tsv
 
 httpx = pytest.importorskip("httpx")
 REAL = ENTRIES.is_dir()
@@ -367,15 +363,10 @@ def test_static_export_pages_per_sort_and_filter(tmp_path, server):
 
 
 def test_board_with_the_pareto_plot_in_headless_chromium(server, tmp_path):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium)")
+    browser = chromium_or_skip()
     client, store = server
-    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
     url = f"{client.base_url}/tasks/cifar10/train-time?" + urlencode({"sort": "date", "order": "desc"})
-    dom = subprocess.run([*common, f"--user-data-dir={tmp_path / 'p1'}", "--dump-dom", url],
-                         capture_output=True, text=True, timeout=120)
+    dom = chromium(browser, tmp_path / "p1", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert re.search(r'<path class="pareto-front" d="M [\d.]+ \d+ V', dom.stdout), "no Pareto front in the SVG"
     front, records = _front_and_records(dom.stdout)
@@ -384,13 +375,4 @@ def test_board_with_the_pareto_plot_in_headless_chromium(server, tmp_path):
                              for e in priced])
     assert sorted(front) == sorted(p.entry_id for p in expected) and front
     assert records and 'class="record-line"' in dom.stdout
-    shot = tmp_path / "board.png"
-    r = subprocess.run([*common, f"--user-data-dir={tmp_path / 'p2'}", f"--screenshot={shot}",
-                        "--window-size=1400,2400", "--hide-scrollbars", url], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    keep = os.environ.get("DAYBREAK_SCREENSHOT_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(keep) / "leaderboard-board-plots.png")
+    screenshot(browser, url, tmp_path / "board.png", "1400,2400", keep_as="leaderboard-board-plots.png")

@@ -47,7 +47,7 @@ from daybreak.leaderboard.web import Limits, Token, create_app, load_tokens, ser
 
 httpx = pytest.importorskip("httpx")
 
-from conftest import single_line  # noqa: E402
+from conftest import chromium, chromium_or_skip, screenshot, single_line  # noqa: E402
 
 ENTRIES = Path(os.environ.get("DAYBREAK_DAWNBENCH_ENTRIES")
                or Path(__file__).resolve().parents[2] / "shared/data/dawnbench-entries")
@@ -1349,19 +1349,10 @@ def test_concurrent_uploads_store_valid_ones_once_and_rejected_ones_never(srv):
 # --- the page, in a browser ---------------------------------------------------------------------------------
 
 
-def _chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-              f"--user-data-dir={profile}"]
-    return subprocess.run([*common, *args], capture_output=True, text=True, timeout=120)
-
-
 def test_provenance_badges_and_multirun_rows_in_headless_chromium(srv, tmp_path):
     """The three badges, a multi-run row pair with its significance line and a reproduced entry, as a browser
     renders them (DOM and a screenshot; DAYBREAK_SCREENSHOT_DIR keeps the PNGs)."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if browser is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium)")
+    browser = chromium_or_skip()
     if srv.kind != "sqlite":
         pytest.skip("one screenshot is enough (the SQLite server)")
     store = srv.store
@@ -1381,7 +1372,7 @@ def test_provenance_badges_and_multirun_rows_in_headless_chromium(srv, tmp_path)
         uploaded = json.dumps(run_doc(seed=91, epoch_s=0.47, cost=3.0, run_id="up-91")).encode()
         assert post_json(c, uploaded).status_code == 201
     url = f"{srv.base}/tasks/digits/train-time"
-    dom = _chromium(browser, tmp_path / "p1", "--dump-dom", url)
+    dom = chromium(browser, tmp_path / "p1", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     rows = re.findall(r'<tr data-entry="(\d+)" data-provenance="([a-z-]+)">', dom.stdout)
     assert {p for _, p in rows} == {"reproduced", "daybreak-run", "self-reported"}, rows
@@ -1389,16 +1380,8 @@ def test_provenance_badges_and_multirun_rows_in_headless_chromium(srv, tmp_path)
         assert re.search(rf'<td class="prov"><span class="badge prov-{badge}"', dom.stdout), badge
     assert "5 runs · CV" in dom.stdout and "83.3% reached" in dom.stdout and "Welch p =" in dom.stdout
     assert "host time ×" in dom.stdout
-    keep = os.environ.get("DAYBREAK_SCREENSHOT_DIR")
     for name, page in (("leaderboard-provenance.png", url), ("leaderboard-reproduced-entry.png",
                                                              f"{srv.base}/entries/{original}")):
-        shot = tmp_path / name
-        r = _chromium(browser, tmp_path / f"p-{name}", f"--screenshot={shot}", "--window-size=1400,1000",
-                      "--hide-scrollbars", page)
-        assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]
-        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        if keep:
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            shutil.copy(shot, Path(keep) / name)
-    entry_dom = _chromium(browser, tmp_path / "p3", "--dump-dom", f"{srv.base}/entries/{original}").stdout
+        screenshot(browser, page, tmp_path / name, "1400,1000", keep_as=name)
+    entry_dom = chromium(browser, tmp_path / "p3", "--dump-dom", f"{srv.base}/entries/{original}").stdout
     assert 'class="badge prov-reproduced"' in entry_dom and "Reproduced by the host" in entry_dom

@@ -4,7 +4,6 @@ parallel uploads over loopback, and a headless Chromium look at the index page."
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -25,7 +24,7 @@ from daybreak.leaderboard.web import Token, create_app, load_tokens
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from conftest import single_line  # noqa: E402
+from conftest import chromium, chromium_or_skip, screenshot, single_line  # noqa: E402
 
 ENTRIES = Path(os.environ.get("DAYBREAK_DAWNBENCH_ENTRIES")
                or Path(__file__).resolve().parents[2] / "shared/data/dawnbench-entries")
@@ -400,19 +399,10 @@ def test_parallel_uploads_over_loopback_store_each_once(server):
     assert store.count() == before + 4
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
 def test_index_in_headless_chromium(server, tmp_path):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium)")
+    browser = chromium_or_skip()
     base, store = server
-    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
-    dom = subprocess.run([*common, f"--user-data-dir={tmp_path / 'profile1'}", "--dump-dom", f"{base}/"],
-                         capture_output=True, text=True, timeout=120)
+    dom = chromium(browser, tmp_path / "profile1", "--dump-dom", f"{base}/")
     assert dom.returncode == 0, dom.stderr[-2000:]
     tables = tables_of(dom.stdout)
     assert len(tables) == 30
@@ -424,16 +414,7 @@ def test_index_in_headless_chromium(server, tmp_path):
         assert cifar[0][1] == "0:00:09.429" and cifar[0][2].startswith("Custom Resnet 9")
         assert len(cifar) == 10  # the index shows the first 10; the full table has the rest
         assert tables[("imagenet", "latency")][0][1] == "0.0739"
-    shot = tmp_path / "index.png"
-    r = subprocess.run([*common, f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}",
-                        "--window-size=1280,2000", "--hide-scrollbars", f"{base}/"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    keep = os.environ.get("DAYBREAK_SCREENSHOT_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(keep) / "leaderboard-index.png")
+    screenshot(browser, f"{base}/", tmp_path / "index.png", "1280,2000", keep_as="leaderboard-index.png")
 
 
 def test_serve_command_serves_and_takes_submissions(tmp_path):
