@@ -196,6 +196,18 @@ EMPTY_AS_NULL = frozenset({"submitter", "energy_covers", "accelerator", "cpu", "
                            "cloud_instance", "code_commit", "recipe_sha256", "mlperf_round", "division",
                            "availability"})
 
+
+def _stored(column: str, value: Any) -> Any:
+    """``value`` as the column of that name stores it: text cut to the column's length, "" as NULL for
+    ``EMPTY_AS_NULL``."""
+    if isinstance(value, str):
+        length = getattr(Entry.__table__.columns[column].type, "length", None)
+        value = value[:length] if length else value
+        if value == "" and column in EMPTY_AS_NULL:
+            return None
+    return value
+
+
 # Submission fields kept as JSON text: field -> (column, encoder). Every other field has a column of its own name.
 STORED_AS_JSON: dict[str, tuple[str, Callable[[Any], str | None]]] = {
     "curve": ("curve_json", lambda points: json.dumps([list(p) for p in points], allow_nan=False)),
@@ -546,8 +558,7 @@ class Store:
                     values = stored_columns(source_format, json.loads(document), hardware or "", framework or "")
                 except Exception:  # noqa: BLE001 - one odd stored document must not stop the upgrade
                     continue  # the entry keeps its other columns; its system is shown as the submitted text
-                values = {k: (v[:Entry.__table__.columns[k].type.length] or None) if isinstance(v, str) else v
-                          for k, v in values.items() if k in SYSTEM_COLUMNS}
+                values = {k: _stored(k, v) for k, v in values.items() if k in SYSTEM_COLUMNS}
                 if values:
                     conn.execute(update(Entry).where(Entry.id == entry_id).values(**values))
 
@@ -618,13 +629,7 @@ class Store:
                 column, encode = STORED_AS_JSON[f.name]
                 values[column] = encode(value)
                 continue
-            column_type = Entry.__table__.columns[f.name].type
-            if isinstance(value, str):
-                length = getattr(column_type, "length", None)
-                value = value[:length] if length else value
-                if value == "" and f.name in EMPTY_AS_NULL:
-                    value = None
-            values[f.name] = value
+            values[f.name] = _stored(f.name, value)
         values["imported_at"] = now_utc()
         values["ranked_at"] = sub.ranked_at or sub.submitted_at
         return Entry(**values)
