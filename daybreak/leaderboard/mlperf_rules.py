@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from daybreak.metrics import TOP1, Metric
+from daybreak.metrics import METRICS, TOP1, Metric
 
 # Rounds whose published trees daybreak reads: v0.7 introduced the ``:::MLLOG {json}`` log format daybreak's mllog
 # reader reads (v0.5 and v0.6 logged ``:::MLL <seconds> key: {...}`` lines, which it does not).
@@ -262,3 +262,9 @@ def mlperf_boards() -> list[MlperfBoard]:
 
 
 QUALITY_METRICS: dict[str, Metric] = {b.quality.name: b.quality for b in BENCHMARKS}
+
+
+def metric_named(name: str | None) -> Metric | None:
+    """The Metric an entry's ``metric`` names: an MLPerf benchmark's quality measure or one of daybreak's; None
+    for another name."""
+    return QUALITY_METRICS.get(name or "") or METRICS.get(name or "")

@@ -97,12 +97,11 @@ def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = Non
 
 def _other_metric(task: LeaderboardTask, metric: str | None):
     """The Metric of an entry whose metric is not its board's, or of an MLPerf board; None otherwise."""
-    from daybreak.leaderboard.mlperf_rules import QUALITY_METRICS
-    from daybreak.metrics import METRICS
+    from daybreak.leaderboard.mlperf_rules import metric_named
 
     if metric is None or (metric == task.metric and task.quality is None):
         return None
-    return QUALITY_METRICS.get(metric) or METRICS.get(metric)
+    return metric_named(metric)
 
 
 def entry_json(entry: Any) -> dict[str, Any]:
