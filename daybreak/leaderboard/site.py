@@ -217,6 +217,7 @@ class Site:
         svg = None
         quality = _other_metric(task, entry.metric)
         label = quality.label if quality is not None else task.metric_label
+        percent = quality.show_percent if quality is not None else task.metric != "f1"
         if curve:
             reached = entry.time_to_target_s / 3600.0 if entry.time_to_target_s is not None else None
             svg = curve_svg(curve, entry.target, metric=entry.metric, reached_hours=reached,
@@ -233,16 +234,15 @@ class Site:
         return {
             "entry": entry, "task": task, "ranks": rank_list, "unranked": unranked, "svg": svg, "curve": curve,
             "code_href": safe_href(entry.code_url),
-            "metric_label": (label[0].upper() + label[1:] + (" (%)" if quality.show_percent else "")
-                             if quality is not None else "F1" if task.metric == "f1" else "Accuracy (%)"),
+            "metric_label": (label[0].upper() + label[1:] + (" (%)" if percent else "") if quality is not None
+                             else "Accuracy (%)" if percent else "F1"),
             "accuracy_text": accuracy_text(task, entry.accuracy, entry.accuracy_unit, entry.metric),
             "rules": rules_of(entry, entry.clock_rules or "dawnbench"),
             "document_text": json.dumps(document, indent=2, ensure_ascii=False),
             "hms": format_hms, "runs": runs, "reproductions": reproductions, "original": original,
             "jobs": jobs or [], "reproducible": reproducible_reason(entry),
             "accuracy_significance": next((n for n in entry.notes if n.startswith("final accuracy: ")), None),
-            "acc": ((lambda a: f"{a * 100:.2f}") if quality.show_percent else (lambda a: f"{a:.4f}"))
-            if quality is not None else (lambda a: f"{a:.4f}") if task.metric == "f1" else (lambda a: f"{a * 100:.2f}"),
+            "acc": (lambda a: f"{a * 100:.2f}") if percent else (lambda a: f"{a:.4f}"),
         }
 
     # -- pages ---------------------------------------------------------------------------------------------
