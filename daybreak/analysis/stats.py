@@ -324,12 +324,3 @@ def performance_profile(ratios: Sequence[float], r_max: float = R_MAX) -> list[t
     n = len(ratios)
     taus = sorted({1.0, r_max, *(r for r in ratios if 1.0 < r <= r_max)})
     return [(tau, sum(1 for r in ratios if r <= tau) / n) for tau in taus]
-
-
-def profile_area(profile: Sequence[tuple[float, float]], r_max: float = R_MAX) -> float:
-    """The area under a step profile from 1 to r_max, divided by r_max - 1: AlgoPerf's integral definition of the
-    score (equal to :func:`algoperf_score` of the same ratios)."""
-    area = 0.0
-    for (tau, rho), (next_tau, _) in zip(profile, profile[1:]):
-        area += rho * (next_tau - tau)
-    return area / (r_max - 1)

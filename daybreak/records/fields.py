@@ -51,4 +51,3 @@ def one_of(values: Collection[str], what: str = "") -> Callable[[str], str]:
         return value
 
     return check
-
