@@ -12,15 +12,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from daybreak.leaderboard.boardplot import cost_time_svg, pareto_front, points_of, record_history, record_svg
-from daybreak.leaderboard.query import ORDERS, SORTS, BoardQuery, acceptable
+from daybreak.leaderboard.query import FILTERS, ORDERS, SORTS, BoardQuery, acceptable
 from daybreak.leaderboard.ranking import Objective, reference_value
 
 # (sort key, heading); the value column's heading is the objective's and sorts by rank like the rank column
 COLUMNS = (("rank", "Rank"), ("rank", None), ("model", "Model"), ("accelerator", "Accelerator"), ("count", "Count"),
            ("framework", "Framework"), ("date", "Date"), ("rules", "Rules"), ("provenance", "Provenance"),
            ("runs", "Runs"))
-FILTERS = {"accelerator": "Accelerator", "framework": "Framework", "year": "Year", "provenance": "Provenance",
-           "rules": "Rules", "division": "MLPerf division", "availability": "MLPerf availability"}
 MLPERF_ONLY = ("rules", "division", "availability")  # listed once the board has an MLPerf entry
 RULES_TEXT = {"dawnbench": "DAWNBench v1", "mlperf": "MLPerf"}
 ARROWS = {"asc": "\u2191", "desc": "\u2193"}

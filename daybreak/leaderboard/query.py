@@ -23,20 +23,23 @@ from datetime import date
 from typing import Mapping, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.submission import PROVENANCES
+from daybreak.leaderboard.submission import CONTROL_CHARACTERS, PROVENANCES
 
 SORTS = ("rank", "model", "accelerator", "count", "framework", "date", "rules", "provenance", "runs")
 ORDERS = ("asc", "desc")
 CLOCK_RULES = ("dawnbench", "mlperf")
 DIVISIONS = ("closed", "open")
 AVAILABILITIES = ("available", "preview", "rdi")  # MLPerf's: available, preview, research/development/internal
-STATIC_FILTERS = ("accelerator", "framework", "year", "provenance", "rules", "division", "availability")
+# the filter dimensions -> their headings; the store maps each to its column (store.FACETS), the export writes a page
+# per value of each
+FILTERS = {"accelerator": "Accelerator", "framework": "Framework", "year": "Year", "provenance": "Provenance",
+           "rules": "Rules", "division": "MLPerf division", "availability": "MLPerf availability"}
 MAX_TEXT_CHARS = 100
 MAX_COUNT = 1_000_000
 MAX_ID = 2**31 - 1
 _DIGITS = re.compile(r"^[0-9]{1,19}$", re.ASCII)
 _DATE = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})$", re.ASCII)
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNPRINTABLE = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff]")  # what no stored text holds, and surrogates
 
 
 class QueryError(ConfigError):
@@ -97,7 +100,7 @@ class BoardQuery:
         if len(params) != 1 or len(self.provenance) > 1:
             return None
         (name, value), = params.items()
-        if name not in STATIC_FILTERS or not acceptable(name, value):
+        if name not in FILTERS or not acceptable(name, value):
             return None
         return f"{name}-{slug(value) if name in ('accelerator', 'framework') else value}"
 
@@ -177,8 +180,6 @@ PARSERS = {
     "order": lambda t: _choice("order", t, ORDERS),
     "ref": lambda t: _whole("ref", t, 1, MAX_ID),
 }
-
-
 
 
 def acceptable(name: str, value: object) -> bool:

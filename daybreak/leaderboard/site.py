@@ -27,7 +27,7 @@ from daybreak.version import __version__
 from daybreak.fileio import atomic_write_text
 from daybreak.leaderboard import boardpage
 from daybreak.leaderboard.plot import curve_svg
-from daybreak.leaderboard.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, ORDERS, SORTS, BoardQuery
+from daybreak.leaderboard.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, FILTERS, ORDERS, SORTS, BoardQuery
 from daybreak.leaderboard.ranking import (
     OBJECTIVES, Objective, format_hms, leaderboard, rules_of, unranked_reason, with_reference,
 )
@@ -253,7 +253,7 @@ class Site:
 
     def facets(self, task: str, obj: Objective) -> dict[str, list[tuple[Any, int]]]:
         """Each filter dimension's values on one board, with their numbers of entries (unfiltered)."""
-        return {dim: self.store.facets(task, obj.column, dim) for dim in boardpage.FILTERS}
+        return {dim: self.store.facets(task, obj.column, dim) for dim in FILTERS}
 
     def board_html(self, task: str, objective: str, link: Link = server_link, page: int = 1,
                    per_page: int | None = PAGE_ROWS, provenance: Sequence[str] | None = None,
