@@ -182,12 +182,32 @@ def _sigterm_as_interrupt():
         return None
 
     def handler(signum, frame):
+        if _importing(frame):
+            # Stopped inside an import, a C extension can stay half-initialized (pybind11 keeps its types
+            # registered, so importing it again fails, as scipy.stats does when the summary written on the way out
+            # imports it): let the import finish, then take the signal again.
+            timer = threading.Timer(IMPORT_GRACE_S, os.kill, (os.getpid(), signum))
+            timer.daemon = True
+            timer.start()
+            return
         raise KeyboardInterrupt
 
     try:
         return signal.signal(signal.SIGTERM, handler)
     except (ValueError, OSError):
         return None
+
+
+IMPORT_GRACE_S = 0.05  # how often a SIGTERM that came during an import is taken again
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` (where a signal interrupted the main thread) is inside an import."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 if __name__ == "__main__":

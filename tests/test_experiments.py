@@ -151,6 +151,26 @@ def test_a_killed_experiment_resumes_without_rerunning_finished_trials(tmp_path)
                  "--target", "0.9"]) == 2  # other options than recorded: refused
 
 
+def test_a_sigterm_during_an_import_lets_the_import_finish_first(tmp_path):
+    """The test above once failed so: SIGTERM came while the summary was importing scipy.stats for the first time,
+    its C extension stopped half-initialized, and the summary written on the way out could not import it again (a
+    traceback, exit 1). Every command's SIGTERM handler lets an import finish, then interrupts."""
+    (tmp_path / "slow_module.py").write_text("import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\n"
+                                             "time.sleep(0.5)\nFINISHED = True\n")
+    script = ("import sys, time\n"
+              "from daybreak.cli import _sigterm_as_interrupt\n"
+              "_sigterm_as_interrupt()\n"
+              "try:\n"
+              "    import slow_module\n"
+              "    print('imported', slow_module.FINISHED, flush=True)\n"
+              "    time.sleep(30)\n"
+              "    print('not interrupted')\n"
+              "except KeyboardInterrupt:\n"
+              "    print('interrupted', 'slow_module' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.stdout.splitlines() == ["imported True", "interrupted True"], r.stdout + r.stderr
+
+
 def test_ab_on_digits_prints_ratio_interval_and_verdict(tmp_path, capsys):
     out = tmp_path / "ab"
     assert main(["ab", "digits", "--a-set", "lr=0.1", "--b-set", "lr=0.2", "--runs", "2", "--out", str(out),
