@@ -23,18 +23,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daybreak.config import RunConfig
 from daybreak.errors import ConfigError, DaybreakError
 from daybreak.version import __version__
 
 if TYPE_CHECKING:
+    from daybreak.config import RunConfig
     from daybreak.records.experiment import AbSummary
     from daybreak.records.inference import InferenceResult
     from daybreak.records.repeat import RepeatSummary
     from daybreak.records.run import RunResult
 
 
-def _config(config: RunConfig | str | None, overrides: dict[str, Any], **defaults: Any) -> RunConfig:
+def __getattr__(name: str) -> Any:
+    """``daybreak.RunConfig`` is imported on first use (PEP 562), so that ``import daybreak`` (and with it every
+    ``daybreak`` command, even ``--help``) does not pay for pydantic before it needs it."""
+    if name == "RunConfig":
+        from daybreak.config import RunConfig
+
+        return RunConfig
+    raise AttributeError(f"module 'daybreak' has no attribute {name!r}")
+
+
+def _config(config: "RunConfig | str | None", overrides: dict[str, Any], **defaults: Any) -> "RunConfig":
+    from daybreak.config import RunConfig
+
     if isinstance(config, str):
         config = RunConfig(task=config)
     base = config if config is not None else RunConfig()
@@ -44,7 +56,7 @@ def _config(config: RunConfig | str | None, overrides: dict[str, Any], **default
     return RunConfig(**values)
 
 
-def run(config: RunConfig | str | None = None, /, **overrides: Any) -> "RunResult":
+def run(config: "RunConfig | str | None" = None, /, **overrides: Any) -> "RunResult":
     """One timed run, as `daybreak run` does it (in this process); returns the ``RunResult`` (also written to its
     run directory, with its config.toml). ``config``: a RunConfig or a task name; ``overrides``: RunConfig fields."""
     from daybreak.train.runner import run as _run
@@ -63,7 +75,7 @@ def _experiment(command: str, kwargs: dict[str, Any]):
     return exp, executor, ["python", f"daybreak.{command}()"], kwargs  # what is left: run options
 
 
-def repeat(config: RunConfig | str | None = None, /, *, runs: int = 5, out: str | Path, **options: Any) -> "RepeatSummary":
+def repeat(config: "RunConfig | str | None" = None, /, *, runs: int = 5, out: str | Path, **options: Any) -> "RepeatSummary":
     """``runs`` seeds of a configuration, each a fresh `daybreak run` process (see `daybreak repeat`). ``options``:
     RunConfig fields, experiment options (resume, busy, confidence) and executor options (executor, parallel, ...)."""
     from daybreak.experiments.commands import repeat as _repeat
@@ -72,7 +84,7 @@ def repeat(config: RunConfig | str | None = None, /, *, runs: int = 5, out: str 
     return _repeat(_config(config, rest), exp, executor, invocation)
 
 
-def ab(baseline: RunConfig, candidate: RunConfig, /, *, runs: int = 5, out: str | Path,
+def ab(baseline: "RunConfig", candidate: "RunConfig", /, *, runs: int = 5, out: str | Path,
        names: tuple[str, str] = ("baseline", "candidate"), **options: Any) -> "AbSummary":
     """Candidate vs baseline over ``runs`` interleaved seed pairs (see `daybreak ab`); the paired ratio of
     time-to-target with its interval is ``result.comparison.time``."""
@@ -112,6 +124,7 @@ infer = infer_run  # (once the package daybreak.infer is imported, it is this at
 def _checked(cls: type, options: dict[str, Any], command: str) -> dict[str, Any]:
     """Keyword options of a config dataclass: unknown names are one ConfigError naming the nearest; the options it
     shares with RunConfig are read by RunConfig's own readers."""
+    from daybreak.config import RunConfig
     from daybreak.options import unknown_key_message
 
     fields = set(cls.__dataclass_fields__)

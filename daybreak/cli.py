@@ -13,21 +13,9 @@ import os
 import signal
 import sys
 
-from daybreak.version import __version__
+from daybreak.commands_index import BY_NAME, COMMANDS, modules
 from daybreak.errors import DaybreakError
-
-# Modules that add commands. Each defines register(subparsers) and sets `func` on its parser(s);
-# func(args) returns the exit status.
-COMMAND_MODULES = [
-    "daybreak.train.commands",
-    "daybreak.leaderboard.commands",
-    "daybreak.external.commands",
-    "daybreak.infer.commands",
-    "daybreak.sweep.commands",
-    "daybreak.analysis.commands",
-    "daybreak.experiments.cli",
-    "daybreak.squad_commands",
-]
+from daybreak.version import __version__
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -108,7 +96,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"daybreak: error: {where}{message} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """daybreak's parser. Given the command line ``argv``, only the module of the command it names is imported
+    (``daybreak run`` loads neither the leaderboard's web stack nor the analyses); every other command is listed
+    by its name and help alone (daybreak.commands_index), so ``daybreak --help`` stays complete. Without ``argv``
+    every command is registered in full (the tests walk every parser)."""
     parser = Parser(
         prog="daybreak",
         description="End-to-end deep-learning benchmark: time and cost to train to a fixed accuracy "
@@ -119,8 +111,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"daybreak {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=False)
-    for name in COMMAND_MODULES:
+    if argv is None:
+        wanted = modules()
+    else:
+        named = next((a for a in argv if not a.startswith("-")), None)
+        wanted = [BY_NAME[named].module] if named in BY_NAME else []
+    for name in wanted:
         importlib.import_module(name).register(sub)
+    registered = sub.choices
+    listed = {c.name: c.help for c in COMMANDS if c.name not in registered}
+    for name, text in listed.items():  # named in the help and in "invalid choice" errors, never parsed further
+        sub.add_parser(name, help=text, add_help=False)
+    # the table's order in `daybreak --help`, whichever module was registered first
+    order = {c.name: i for i, c in enumerate(COMMANDS)}
+    sub._choices_actions.sort(key=lambda action: order.get(action.dest, len(order)))
     return parser
 
 
@@ -141,8 +145,8 @@ def _user_path(err: OSError, argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)  # a usage error: one line on stderr, SystemExit(2)
     args.argv = argv  # the command line as given (commands that re-launch themselves need it)
     if not getattr(args, "func", None):

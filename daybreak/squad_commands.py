@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from daybreak.commands_index import help_of
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from daybreak.config import RunConfig
@@ -15,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "evaluate-squad",
-        help="score SQuAD v1.1 predictions: exact match and F1, as the official v1.1 evaluation does",
+        help=help_of("evaluate-squad"),
         description="Score a predictions file ({\"question id\": \"answer text\", ...}) against a SQuAD v1.1 dataset "
                     "file, with the official v1.1 rules: answers are lower-cased, stripped of punctuation and of the "
                     "articles a/an/the, whitespace-folded; exact match and token F1 take the best ground truth; a "

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 from daybreak.options import HelpFormatter
 
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt = HelpFormatter
 
     # --- analyze -----------------------------------------------------------------------------------------------
-    p = sub.add_parser("analyze", help="analyses of runs and sweeps: threshold, roofline, scaling, score",
+    p = sub.add_parser("analyze", help=help_of("analyze"),
                        description="Analyses after the DAWNBench analysis paper. Each writes JSON, Markdown and a "
                                    "PNG plot into --out and prints a table.")
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS")
@@ -116,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # --- evaluate ----------------------------------------------------------------------------------------------
     p = sub.add_parser(
         "evaluate", formatter_class=fmt,
-        help="evaluate a run's checkpoint on another labelled set (generalization)",
+        help=help_of("evaluate"),
         description="Rebuild the run's model from checkpoint.pt, read another data set in the task's format from "
                     "--data-dir with the task's own loader (never downloads) and measure the task's metric on "
                     "its eval split. Without --data-dir: the data the run itself read (result.json's data_source), "
@@ -131,7 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # --- compare -----------------------------------------------------------------------------------------------
     p = sub.add_parser(
         "compare", formatter_class=fmt,
-        help="is A faster to the target than B? Welch's t-test, Mann-Whitney U, Hedges' g",
+        help=help_of("compare"),
         description="Compare the time-to-target of two sets of runs: `daybreak compare [options] A1 A2 -- B1 B2` "
                     "or `daybreak compare --a A1 A2 --b B1 B2` (options before the paths). Each side: repeat "
                     "directories, folders of runs or run directories. Runs that did not reach the target are "
@@ -150,7 +151,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # --- report ------------------------------------------------------------------------------------------------
     p = sub.add_parser(
         "report", formatter_class=fmt,
-        help="HTML + Markdown report with every table and plot for runs, repeats, lesions and sweeps",
+        help=help_of("report"),
         description="Write OUT/index.html and OUT/report.md (plots as PNG files beside them): runs table and "
                     "accuracy-vs-time curves, stability summaries of repeat directories, threshold sensitivity, "
                     "lesion tables and bars, scaling of sweeps (and of runs at several device counts), the "

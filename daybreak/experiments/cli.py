@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
+from daybreak.commands_index import help_of
 from daybreak.options import (HelpFormatter, Opt, OptionModel, add_dataclass_flags, add_flags, dataclass_from_args,
                               from_args, parse_assignments, parse_path, parse_text)
 
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "repeat", formatter_class=HelpFormatter, epilog=REPEAT_EXAMPLES,
-        help="run a recipe over N seeds, each a fresh process, and summarize the stability of its time-to-target",
+        help=help_of("repeat"),
         description="Run N seeds of a run configuration and write DIR/summary.json: time-to-target mean, sample "
                     "std, coefficient of variation, confidence interval of the mean, MLPerf's olympic mean (needs "
                     ">= 3 reached runs), the fraction that reached the target, the mean final accuracy with its "
@@ -92,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "lesion", formatter_class=HelpFormatter, epilog=LESION_EXAMPLES,
-        help="the recipe with each optimization switched off in turn, against the full recipe (paired ratios)",
+        help=help_of("lesion"),
         description="Arms: the full recipe and, for each switch in --without (default: all of the recipe's; see "
                     "`daybreak recipes NAME`), the recipe with it off; --runs seeds each, the same seeds in every "
                     "arm. Writes DIR/lesion.json, lesion.md, lesion.png and DIR/<variant>/summary.json: each "
@@ -108,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "ab", formatter_class=HelpFormatter, epilog=AB_EXAMPLES,
-        help="is B faster than A on this machine, and by how much? Interleaved pairs, a ratio with its interval",
+        help=help_of("ab"),
         description="Baseline (A) vs candidate (B): two recipes, two --set variants, two config files, a recipe "
                     "file at two commits, or two external programs (--a-cmd/--b-cmd, timed from their MLPerf logs "
                     "as `daybreak time` does). Pair i runs A and B with seed S+i, one right after the other, the "

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 
 DESCRIPTION = """\
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "time",
-        help="time any framework's training program to the target accuracy from its MLPerf log (`-- CMD ...`)",
+        help=help_of("time"),
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=_Formatter,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daybreak.commands_index import help_of
 from daybreak.options import HelpFormatter
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "infer",
-        help="measure inference latency (batch 1), throughput and cost of a run's checkpoint",
+        help=help_of("infer"),
         description="DAWNBench's inference metric: classify every example of the task's eval set one at a time "
                     "with the run's checkpoint. Each query is timed from a prepared input tensor in host memory to "
                     "the predicted label on the host (host-to-device copy, forward, argmax, device sync included; "

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 from daybreak.executors import ExecutorOptions
 from daybreak.options import HelpFormatter
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "leaderboard",
-        help="import submissions, rank them, serve the leaderboard web site",
+        help=help_of("leaderboard"),
         description="DAWNBench-style leaderboard: import daybreak runs and DAWNBench v1 submissions, rank them on "
                     "train-time, train-cost, latency and inference-cost, serve or export the web pages.",
     )
@@ -98,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--db", metavar="URL", help=DB_CREATE_HELP)
     v.add_argument("--token-file", type=Path, metavar="FILE",
                    help="submitter tokens, one per line (TOKEN or NAME TOKEN); without it submissions are closed")
-    from daybreak.leaderboard.web import Limits
+    from daybreak.leaderboard.limits import Limits
 
     d = Limits()
     v.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, metavar="N",
@@ -273,8 +274,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from daybreak.leaderboard.limits import Limits
     from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.web import Limits, create_app, load_tokens, server_config
+    from daybreak.leaderboard.web import create_app, load_tokens, server_config
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: not a TCP port")

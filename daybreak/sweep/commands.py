@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 from daybreak.options import HelpFormatter
 
@@ -77,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "throughput",
-        help="DLPerf-style throughput sweep: samples/s over batch size, precision, compile and devices",
+        help=help_of("throughput"),
         description="Measure training or inference throughput (samples/s) of a model for every combination of "
                     "per-device batch size, precision, torch.compile and device count, each in a fresh process "
                     "(torchrun + DDP for several devices). Skips --warmup steps, times --steps steps --repeats "
@@ -128,7 +129,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "peak",
-        help="measure the device's peak matmul FLOP/s per precision and its memory copy bandwidth (cached)",
+        help=help_of("peak"),
         description="The two roofline ceilings: square matmuls per precision (n adapted to the measured speed, "
                     "median of repeats) and the bandwidth of a large tensor copy (bytes read + written / time), "
                     "all within --budget seconds. A precision much slower than fp32 (no native support: "

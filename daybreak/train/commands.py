@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "run",
-        help="train a reference recipe to the task's target accuracy and record time and cost to reach it",
+        help=help_of("run"),
         description="Train a recipe until its first evaluation at or above the target accuracy; record "
                     "time-to-target under both clock rule sets (DAWNBench v1: data loading + init + training, "
                     "evaluation and record writes excluded; MLPerf: from the first touch of the dataset, nothing "
@@ -42,20 +43,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("show", help="print the summary of a run directory")
+    p = sub.add_parser("show", help=help_of("show"))
     p.add_argument("run_dir", type=Path)
     p.add_argument("--json", action="store_true", help="print result.json")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("tasks", help="list tasks with their targets")
+    p = sub.add_parser("tasks", help=help_of("tasks"))
     p.add_argument("--json", action="store_true", help="print the tasks as JSON")
     p.set_defaults(func=cmd_tasks)
-    p = sub.add_parser("recipes", help="list recipes with their hyperparameters")
+    p = sub.add_parser("recipes", help=help_of("recipes"))
     p.add_argument("name", nargs="?", help="show one recipe's hyperparameters")
     p.add_argument("--json", action="store_true", help="print the recipes (or the one named) as JSON")
     p.set_defaults(func=cmd_recipes)
-    p = sub.add_parser("instances", help="list the price catalog used by --instance, with each price's date, source "
-                                         "and note")
+    p = sub.add_parser("instances", help=help_of("instances"))
     add_flags(p, RunConfig, "instances")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
     p.set_defaults(func=cmd_instances)

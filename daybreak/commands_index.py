@@ -1,0 +1,66 @@
+"""Every `daybreak` command: its name, the module that registers it and its one-line help, declared once here.
+
+The command line imports only the module of the command it runs (``daybreak run`` never imports the leaderboard's
+web stack); ``daybreak --help`` lists every command from this table alone, without importing any of them. Each
+module's ``register(subparsers)`` takes its commands' help from :func:`help_of`, and a test checks that the
+modules register exactly the commands this table gives them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    module: str  # defines register(subparsers), which adds this command (and the module's others)
+    help: str
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("run", "daybreak.train.commands",
+            "train a reference recipe to the task's target accuracy and record time and cost to reach it"),
+    Command("show", "daybreak.train.commands", "print the summary of a run directory"),
+    Command("tasks", "daybreak.train.commands", "list tasks with their targets"),
+    Command("recipes", "daybreak.train.commands", "list recipes with their hyperparameters"),
+    Command("instances", "daybreak.train.commands",
+            "list the price catalog used by --instance, with each price's date, source and note"),
+    Command("leaderboard", "daybreak.leaderboard.commands",
+            "import submissions, rank them, serve the leaderboard web site"),
+    Command("time", "daybreak.external.commands",
+            "time any framework's training program to the target accuracy from its MLPerf log (`-- CMD ...`)"),
+    Command("infer", "daybreak.infer.commands",
+            "measure inference latency (batch 1), throughput and cost of a run's checkpoint"),
+    Command("throughput", "daybreak.sweep.commands",
+            "DLPerf-style throughput sweep: samples/s over batch size, precision, compile and devices"),
+    Command("peak", "daybreak.sweep.commands",
+            "measure the device's peak matmul FLOP/s per precision and its memory copy bandwidth (cached)"),
+    Command("analyze", "daybreak.analysis.commands",
+            "analyses of runs and sweeps: threshold, roofline, scaling, score"),
+    Command("evaluate", "daybreak.analysis.commands",
+            "evaluate a run's checkpoint on another labelled set (generalization)"),
+    Command("compare", "daybreak.analysis.commands",
+            "is A faster to the target than B? Welch's t-test, Mann-Whitney U, Hedges' g"),
+    Command("report", "daybreak.analysis.commands",
+            "HTML + Markdown report with every table and plot for runs, repeats, lesions and sweeps"),
+    Command("repeat", "daybreak.experiments.cli",
+            "run a recipe over N seeds, each a fresh process, and summarize the stability of its time-to-target"),
+    Command("lesion", "daybreak.experiments.cli",
+            "the recipe with each optimization switched off in turn, against the full recipe (paired ratios)"),
+    Command("ab", "daybreak.experiments.cli",
+            "is B faster than A on this machine, and by how much? Interleaved pairs, a ratio with its interval"),
+    Command("evaluate-squad", "daybreak.squad_commands",
+            "score SQuAD v1.1 predictions: exact match and F1, as the official v1.1 evaluation does"),
+)
+BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
+
+
+def help_of(name: str) -> str:
+    """The one-line help of command ``name`` (what ``daybreak --help`` lists)."""
+    return BY_NAME[name].help
+
+
+def modules() -> list[str]:
+    """The command modules, each once, in the table's order."""
+    return list(dict.fromkeys(c.module for c in COMMANDS))

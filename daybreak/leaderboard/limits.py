@@ -1,0 +1,23 @@
+"""What one client may hold of the leaderboard's server (`daybreak leaderboard serve`), in a module of its own so
+that the command line can show the defaults without importing the web stack (daybreak.leaderboard.web)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may hold of the server. The body limit and body timeout are enforced by the app's own
+    middleware; the others by the HTTP protocol (``daybreak.leaderboard.web.server_config``)."""
+
+    max_body_bytes: int = MAX_REQUEST_BYTES
+    body_timeout_s: float = 30.0  # from the request head to the last byte of its body
+    max_header_bytes: int = 16 * 1024  # a request head (request line + headers) larger than this: 431 (400 while
+    # it is still arriving: the h11 parser's buffer limit)
+    header_timeout_s: float = 10.0  # from the connection (or the previous response) to a complete request head
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
+    max_connection_s: float = 300.0  # a connection is closed (after its current response) when older than this
+    max_connections: int = 200  # concurrent connections and requests; beyond it: 503
