@@ -1,8 +1,14 @@
-"""airbench parity: airbench's own training loop and daybreak's cifar10 recipe, interleaved on the same device.
+"""airbench parity: airbench's own training loop and daybreak's matching recipe, interleaved on the same device.
 
     python benchmarks/airbench_parity.py --airbench ~/src/cifar10-airbench/legacy/airbench94.py --data-dir DIR
-    python benchmarks/airbench_parity.py --airbench airbench94_muon.py --recipe cifar10_muon --compile max-autotune \\
-        --data-dir DIR --repeats 5
+    python benchmarks/airbench_parity.py --airbench airbench94_muon.py --data-dir DIR --repeats 5
+
+The script is recognised from what it defines (``SCRIPT_KINDS``), and paired with daybreak's recipe of the same
+method and the compile mode its own ``__main__`` uses: ``legacy/airbench94.py`` (SGD; ``hyp`` with 9.9 epochs and
+a 64-wide first block; ``main(run)``) with recipe ``cifar10``, eager; ``airbench94_muon.py`` (a ``Muon`` optimizer
+class; ``main(run, model)``) with ``cifar10_muon``, ``max-autotune``; ``legacy/airbench96.py`` (37 epochs, a
+128-wide first block) with ``cifar10_96``, eager. Any other script, or a ``--recipe`` that does not match the
+script, is refused in one line (``--compile`` may still override the compile mode for both sides).
 
 ``--airbench`` is the path of an airbench script you have (KellerJordan/cifar10-airbench: ``legacy/airbench94.py``,
 ``airbench94_muon.py``, ...); daybreak never ships it. ``--data-dir`` holds CIFAR-10 in the python distribution's
@@ -40,6 +46,7 @@ import sys
 import tempfile
 import time
 import types
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +58,47 @@ from daybreak.tasks import get_task
 from daybreak.train.runner import RunConfig, run
 
 GOAL_RATIO = 1.05  # issue 21: daybreak's cifar10 within 1.05x of airbench per epoch on the same GPU
+
+
+@dataclass(frozen=True)
+class ScriptKind:
+    """An airbench script daybreak has a recipe for: how it is recognised, and what it is paired with."""
+
+    name: str
+    recipe: str  # daybreak's recipe of the same method
+    compile: str  # the torch.compile mode of the script's own __main__ ("off": it runs eagerly)
+    main_parameters: tuple[str, ...]  # the signature of its main()
+    muon: bool  # it defines a Muon optimizer class
+    train_epochs: float | None = None  # hyp["opt"]["train_epochs"]
+    first_width: int | None = None  # hyp["net"]["widths"]["block1"]
+
+
+SCRIPT_KINDS = (
+    ScriptKind("airbench94_muon", "cifar10_muon", "max-autotune", ("run", "model"), muon=True),
+    ScriptKind("airbench94", "cifar10", "off", ("run",), muon=False, train_epochs=9.9, first_width=64),
+    ScriptKind("airbench96", "cifar10_96", "off", ("run",), muon=False, train_epochs=37.0, first_width=128),
+)
+
+
+def identify(module: types.ModuleType, path: Path) -> ScriptKind:
+    """Which airbench script ``module`` is, from what it defines; one ParityError line when it is none of them."""
+    params = tuple(inspect.signature(module.main).parameters)
+    muon_class = getattr(module, "Muon", None)
+    muon = isinstance(muon_class, type) and issubclass(muon_class, torch.optim.Optimizer)
+    hyp = getattr(module, "hyp", None)
+    opt = hyp.get("opt", {}) if isinstance(hyp, dict) else {}
+    widths = hyp.get("net", {}).get("widths", {}) if isinstance(hyp, dict) else {}
+    for kind in SCRIPT_KINDS:
+        if params != kind.main_parameters or muon != kind.muon:
+            continue
+        if kind.train_epochs is not None and (opt.get("train_epochs") != kind.train_epochs
+                                              or widths.get("block1") != kind.first_width):
+            continue
+        return kind
+    known = "; ".join(f"{k.name} ({k.recipe})" for k in SCRIPT_KINDS)
+    raise ParityError(f"--airbench {path.name}: not an airbench script daybreak has a recipe for (main{params}, "
+                      f"Muon optimizer: {'yes' if muon else 'no'}, train_epochs {opt.get('train_epochs')}, first "
+                      f"width {widths.get('block1')}); known: {known}")
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
@@ -179,13 +227,13 @@ def per_epoch(cumulative: list[float]) -> list[float]:
 class Airbench:
     """Calls the script's ``main`` the way its own ``__main__`` does."""
 
-    def __init__(self, module: types.ModuleType, workdir: Path, compile_mode: str):
+    def __init__(self, module: types.ModuleType, workdir: Path, compile_mode: str, device: str = "cuda"):
         self.module, self.workdir, self.compile_mode = module, workdir, compile_mode
         self.model = None
         if "model" in inspect.signature(module.main).parameters:  # airbench94_muon: main(run, model)
             if not hasattr(module, "CifarNet"):
                 raise ParityError("the script's main(run, model) needs a model, and it defines no CifarNet")
-            self.model = module.CifarNet().cuda().to(memory_format=torch.channels_last)
+            self.model = module.CifarNet().to(device, memory_format=torch.channels_last)
             if compile_mode != "off":
                 self.model.compile(mode=None if compile_mode == "default" else compile_mode)
 
@@ -242,7 +290,7 @@ def summarize(airbench: list[list[float]], daybreak: list[list[float]], acc_a: l
 
 
 def print_summary(s: dict[str, Any], args: argparse.Namespace, torchvision: str) -> None:
-    print(f"airbench parity on {args.device}: {args.airbench.name} vs daybreak {args.recipe} "
+    print(f"airbench parity on {args.device}: {args.airbench.name} ({s['script_kind']}) vs daybreak {args.recipe} "
           f"(compile {args.compile}), {s['repeats']} interleaved repeat(s); {torchvision}")
     print(f"{'epoch':>5} {'airbench s':>11} {'daybreak s':>11} {'ratio':>7}")
     for row in s["epochs"]:
@@ -263,12 +311,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python benchmarks/airbench_parity.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--airbench", type=Path, required=True, help="path of your airbench script (never vendored)")
     p.add_argument("--data-dir", type=Path, required=True, help="CIFAR-10 python distribution (real or synthetic)")
-    p.add_argument("--recipe", default="cifar10", help="daybreak's recipe to compare (default cifar10)")
+    p.add_argument("--recipe", help="daybreak's recipe to compare (default: the one of the script's method; "
+                                    "another is refused)")
     p.add_argument("--repeats", type=int, default=3, help="interleaved timed runs of each (default 3)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                    help="daybreak's device (airbench's scripts use cuda)")
-    p.add_argument("--compile", default="off", choices=["off", "default", "reduce-overhead", "max-autotune"],
-                   help="torch.compile mode for both sides (airbench94_muon's own is max-autotune)")
+    p.add_argument("--compile", choices=["off", "default", "reduce-overhead", "max-autotune"],
+                   help="torch.compile mode for both sides (default: the script's own: max-autotune for "
+                        "airbench94_muon, off for the others)")
     p.add_argument("--out", type=Path, help="write parity.json here")
     p.add_argument("--dry-run", action="store_true", help="check the script and data; train nothing")
     args = p.parse_args(argv)
@@ -297,12 +347,24 @@ def _compare(args: argparse.Namespace, data: Any, torchvision: str) -> int:
         work = Path(tmp)
         write_airbench_data(data, work)
         module = load_script(args.airbench.expanduser().resolve(), work)
+        kind = identify(module, args.airbench)
+        if args.recipe is not None and args.recipe != kind.recipe:
+            raise ParityError(f"--recipe {args.recipe} does not match {args.airbench.name}, which is {kind.name}: "
+                              f"its recipe is {kind.recipe} (leave --recipe out)")
+        args.recipe = kind.recipe
+        args.compile = args.compile or kind.compile
         if args.dry_run:
-            print(f"dry run: {args.airbench.name} imports and has main{inspect.signature(module.main)}; "
-                  f"{len(data.train_x)} training and {len(data.eval_x)} test images written in airbench's format; "
-                  f"daybreak recipe {args.recipe}; {torchvision}; would run {args.repeats} interleaved repeat(s)")
+            print(f"dry run: {args.airbench.name} is {kind.name} (main{inspect.signature(module.main)}); paired "
+                  f"with daybreak recipe {kind.recipe}, compile {args.compile}; {len(data.train_x)} training and "
+                  f"{len(data.eval_x)} test images written in airbench's format; {torchvision}; would run "
+                  f"{args.repeats} interleaved repeat(s)")
+            if args.out:
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / "parity.json").write_text(json.dumps(
+                    {"dry_run": True, "script_kind": kind.name, "recipe": kind.recipe, "compile": args.compile},
+                    indent=2) + "\n")
             return 0
-        airbench = Airbench(module, work, args.compile)
+        airbench = Airbench(module, work, args.compile, args.device)
         airbench.train("warmup")  # untimed, as airbench's own scripts do before their timed runs
         daybreak_train(args, work / "daybreak-warmup", seed=0)
         times_a, times_d, acc_a, acc_d = [], [], [], []
@@ -316,8 +378,8 @@ def _compare(args: argparse.Namespace, data: Any, torchvision: str) -> int:
             acc_d.append(accuracy_d)
             print(f"repeat {i + 1}/{args.repeats}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     summary = summarize(times_a, times_d, acc_a, acc_d, official=bool(data.official))
-    summary.update(airbench_script=str(args.airbench), recipe=args.recipe, device=args.device, compile=args.compile,
-                   torchvision=torchvision, airbench_epoch_s=times_a, daybreak_epoch_s=times_d)
+    summary.update(airbench_script=str(args.airbench), script_kind=kind.name, recipe=args.recipe, device=args.device,
+                   compile=args.compile, torchvision=torchvision, airbench_epoch_s=times_a, daybreak_epoch_s=times_d)
     print_summary(summary, args, torchvision)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

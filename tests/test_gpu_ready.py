@@ -98,7 +98,7 @@ def test_a_cpu_run_records_its_settings_and_the_flags_parse(tmp_path, capsys, re
     r = RunResult.load(tmp_path / "a")
     p = r.performance
     assert p.tf32 is False and p.cudnn_benchmark is True and p.compile_mode == "off" and r.compile == "off"
-    assert p.init_before_data and "before the data" in p.warmup and p.compute_capability is None
+    assert p.init_before_data and p.warmup.startswith("none (eager on a CPU") and p.compute_capability is None
     assert p.amp_reason.startswith("off") and any("no effect on cpu" in n for n in p.notes)
     assert p.host_sync == "at each evaluation only (the loss is summed on the device in between)"
     capsys.readouterr()
@@ -146,7 +146,7 @@ def test_the_warm_up_leaves_weights_optimizer_and_random_state_as_they_were():
     plan = BatchPlan(setup=setup, batch_size=16, epochs=1, seed=0, device=CPU, amp="off", ctx=DistContext())
     data = spec_warmup_data(task.input_spec, 10, 16, 1)
     assert data.train_x.dtype == torch.uint8 and tuple(data.train_x.shape) == (32, 3, 32, 32)
-    assert len(data.eval_x) == 1024 + 100  # a full evaluation chunk and a short last one
+    assert len(data.eval_x) == 100  # padded to one evaluation chunk by the evaluator
     pairs, evaluator = spec_warmup(data, plan, top5=False)
     (x, y), = pairs
     assert x.shape == (16, 3, 32, 32) and x.is_contiguous(memory_format=torch.channels_last)
@@ -184,8 +184,8 @@ def test_the_loss_is_read_at_evaluations_only_unless_progress_is_shown(monkeypat
     r = runner.run(runner.RunConfig(out=tmp_path / "r", quiet=True, full_schedule=True, overrides={"epochs": 2}))
     evals = len(r.history)  # each evaluation: the mean loss since the last one, and the evaluator's counts
     steps = r.steps_per_epoch * 2
-    warm_up = 1  # the warm-up's evaluation (before the data)
-    assert len(calls) == warm_up + 2 * evals + (steps // 5 if shown else 0)
+    assert r.performance.warmup.startswith("none")  # eager on a CPU: no warm-up evaluation
+    assert len(calls) == 2 * evals + (steps // 5 if shown else 0)
     assert r.performance.host_sync.startswith("every 5 steps" if shown else "at each evaluation only")
 
 

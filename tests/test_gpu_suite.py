@@ -17,7 +17,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import airbench_parity  # noqa: E402
 import gpu_suite  # noqa: E402
 
-# A stand-in with airbench's interface, not airbench: it reads cifar10/train.pt and test.pt from the working folder
+# A stand-in with airbench94's interface, not airbench: the hyperparameters that identify legacy/airbench94.py
+# (9.9 epochs, a 64-wide first block, main(run)); it reads cifar10/train.pt and test.pt from the working folder
 # as airbench's CifarLoader does, normalizes with torchvision.transforms.Normalize, trains a linear model for two
 # epochs on the CPU and prints airbench's table (print_columns), the cumulative time in total_time_seconds.
 STAND_IN = '''
@@ -25,7 +26,8 @@ import os, time
 import torch
 import torchvision.transforms as T
 
-hyp = {"opt": {"train_epochs": 2, "batch_size": 50}}
+hyp = {"opt": {"train_epochs": 9.9, "batch_size": 50}, "net": {"widths": {"block1": 64}}}
+EPOCHS = 2
 logging_columns_list = ["run   ", "epoch", "train_loss", "train_acc", "val_acc", "tta_val_acc", "total_time_seconds"]
 
 def print_columns(columns_list, is_head=False, is_final_entry=False):
@@ -50,7 +52,7 @@ def main(run):
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     total = 0.0
     print_columns(logging_columns_list, is_head=True)
-    for epoch in range(hyp["opt"]["train_epochs"]):
+    for epoch in range(EPOCHS):
         t0 = time.perf_counter()
         for i in range(0, len(x), hyp["opt"]["batch_size"]):
             loss = torch.nn.functional.cross_entropy(net(x[i:i + 50].flatten(1)), y[i:i + 50])
@@ -103,11 +105,12 @@ def test_airbench_format_data_and_table_parsing(cifar, tmp_path):
 def test_parity_runs_both_loops_interleaved_and_reports_the_ratio(cifar, stand_in, tmp_path, capsys):
     out = tmp_path / "parity"
     code = airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--repeats", "2",
-                                 "--device", "cpu", "--recipe", "cifar10", "--out", str(out)])
+                                 "--device", "cpu", "--out", str(out)])
     assert code == 0
     text = capsys.readouterr().out
     s = json.loads((out / "parity.json").read_text())
     assert s["repeats"] == 2 and len(s["airbench_epoch_s"]) == len(s["daybreak_epoch_s"]) == 2
+    assert s["script_kind"] == "airbench94" and s["recipe"] == "cifar10" and s["compile"] == "off"
     assert all(len(e) == 2 for e in s["airbench_epoch_s"])  # the stand-in's two epochs, parsed from its table
     ratios = [sum(d[:2]) / sum(a[:2]) for a, d in zip(s["airbench_epoch_s"], s["daybreak_epoch_s"])]
     assert s["ratio_total"] == pytest.approx(sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2)
@@ -144,22 +147,126 @@ def test_the_compile_verdict_is_issue_21s_bound():
     assert not gpu_suite.compile_verdict(eager, {"clock_s": {"mlperf": 4.6}})["mlperf_within_bound"]
 
 
-def test_the_suite_dry_run_resolves_every_step_on_the_cpu(stand_in, tmp_path):
+MUON_STAND_IN = '''
+import torch
+
+class Muon(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.02):
+        super().__init__(params, dict(lr=lr))
+
+class CifarNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(3 * 32 * 32, 10)
+
+def main(run, model):
+    return 0.0
+'''
+
+
+@pytest.mark.parametrize("script, kind, recipe, compile_mode", [
+    (STAND_IN, "airbench94", "cifar10", "off"),
+    (MUON_STAND_IN, "airbench94_muon", "cifar10_muon", "max-autotune"),
+    (STAND_IN.replace("9.9", "37.0").replace('"block1": 64', '"block1": 128'), "airbench96", "cifar10_96", "off"),
+])
+def test_parity_pairs_each_airbench_script_with_its_recipe_and_compile_mode(cifar, tmp_path, capsys, script, kind,
+                                                                          recipe, compile_mode):
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    assert airbench_parity.main(["--airbench", str(path), "--data-dir", str(cifar), "--dry-run", "--device", "cpu",
+                                 "--out", str(tmp_path / "p")]) == 0
+    assert f"is {kind} " in capsys.readouterr().out
+    assert json.loads((tmp_path / "p" / "parity.json").read_text()) == {
+        "dry_run": True, "script_kind": kind, "recipe": recipe, "compile": compile_mode}
+    other = "cifar10" if recipe != "cifar10" else "cifar10_muon"
+    assert airbench_parity.main(["--airbench", str(path), "--data-dir", str(cifar), "--dry-run", "--device", "cpu",
+                                 "--recipe", other]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--recipe {other} does not match" in err and f"its recipe is {recipe}" in err
+
+
+@pytest.mark.parametrize("script", [
+    STAND_IN.replace("9.9", "15"),  # airbench95: no daybreak recipe
+    "def main(run, model_trainbias, model_freezebias):\n    pass\n",  # legacy/airbench94_compiled.py's main
+    MUON_STAND_IN.replace("def main(run, model)", "def main(run)"),
+])
+def test_parity_refuses_an_unknown_script_in_one_line(cifar, tmp_path, capsys, script):
+    path = tmp_path / "other.py"
+    path.write_text(script)
+    assert airbench_parity.main(["--airbench", str(path), "--data-dir", str(cifar), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an airbench script daybreak has a recipe for" in err, err
+
+
+def test_the_wheels_brought_are_derived_from_pyproject_and_the_image():
+    import gpu_wheels
+
+    decl = gpu_wheels.declaration()
+    assert gpu_wheels.derived_bring(decl) == {gpu_wheels.normalized(n) for n in decl["bring"]["distributions"]}
+    assert "pydantic" in gpu_wheels.to_bring(decl) and "torch" not in gpu_wheels.to_bring(decl)
+    text = (REPO / ".gitignore").read_text().split()
+    assert ".gpu/" in text
+
+
+def fake_steps(*specs):
+    """Steps that run plain Python (argv also for the dry run)."""
+    return lambda work, airbench, dry_run=False: [
+        gpu_suite.Step(name, [sys.executable, "-c", code], tiny=[sys.executable, "-c", code], timeout_s=timeout,
+                       daybreak_cli=False) for name, code, timeout in specs]
+
+
+def test_the_summary_names_a_step_before_it_runs_and_keeps_the_finished_ones(monkeypatch, tmp_path):
+    results = tmp_path / "results"
+    check = (  # the second step reads the summary as it stands while it runs
+        "import json, glob, sys\n"
+        f"(f,) = [p for p in glob.glob({str(results)!r} + '/*.json')]\n"
+        "s = json.load(open(f))\n"
+        "ok = s['running'] == 'second' and s['steps']['first']['status'] == 'ok' and "
+        "s['steps']['second']['status'] == 'running' and s['steps']['second']['marker'].startswith('DAYBREAK_SUITE_STEP=')\n"
+        "sys.exit(0 if ok else 1)\n")
+    monkeypatch.setattr(gpu_suite, "steps", fake_steps(("first", "print(1)", 60), ("second", check, 60)))
+    assert gpu_suite.main(["--dry-run", "--results", str(results)]) == 0
+    (summary,) = results.glob("*-dry-run.json")
+    s = json.loads(summary.read_text())
+    assert s["running"] is None and {k: v["status"] for k, v in s["steps"].items()} == {"first": "ok", "second": "ok"}
+    assert summary.with_suffix(".md").exists() and (results / (summary.stem + "-records.tar.gz")).exists()
+
+
+def test_a_step_past_its_limit_is_stopped_with_everything_it_started(monkeypatch, tmp_path):
+    pidfile = tmp_path / "pids"
+    spawn = (  # a child in a session of its own (outside the step's process group), then hang
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(600)\n")
+    monkeypatch.setattr(gpu_suite, "steps", fake_steps(("hang", spawn, 3)))
+    monkeypatch.setattr(gpu_suite, "GRACE_S", 1.0)
+    assert gpu_suite.main(["--dry-run", "--results", str(tmp_path / "r")]) == 1
+    s = json.loads(next((tmp_path / "r").glob("*.json")).read_text())
+    assert s["steps"]["hang"]["status"] == "timeout" and "SIGTERM" in s["steps"]["hang"]["reason"]
+    child = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # reaped by init once killed
+            os.kill(child, 0)
+            import time
+
+            time.sleep(0.1)
+
+
+def test_the_suite_dry_run_resolves_its_steps_on_the_cpu(stand_in, tmp_path):
     env = {**os.environ, "DAYBREAK_SUITE_NO_BOOTSTRAP": "1", "PYTHON": sys.executable}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_suite.sh"), "--dry-run", "--results",
-                           str(tmp_path / "results"), "--airbench", str(stand_in), "--keep", str(tmp_path / "work")],
+                           str(tmp_path / "results"), "--airbench", str(stand_in), "--keep", str(tmp_path / "work"),
+                           "--steps", "digits,peak,digits_compile,parity"],
                           env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (json_file,) = (tmp_path / "results").glob("*-dry-run.json")
     assert json_file.with_suffix(".md").exists()
     s = json.loads(json_file.read_text())
-    assert s["dry_run"] and set(s["steps"]) == {"digits", "digits_compile", "mnist", "cifar10", "cifar10_muon",
-                                                "peak", "throughput_resnet50", "throughput_bert_base", "infer",
-                                                "parity"}
-    ran = {name for name, r in s["steps"].items() if r["status"] == "ok"}
-    assert ran == {"digits", "mnist", "cifar10", "peak", "infer", "parity"}, s["steps"]
-    assert all(r["status"] == "parsed" for name, r in s["steps"].items() if name not in ran)
+    assert s["dry_run"] and {k: v["status"] for k, v in s["steps"].items()} == {
+        "digits": "ok", "peak": "ok", "digits_compile": "parsed", "parity": "ok"}
     assert s["steps"]["peak"]["figures"]["unsupported"]["tf32"]  # a CPU has no TF32: said, not measured
-    assert s["steps"]["cifar10"]["figures"]["time_to_target_s"]["mlperf"] is not None
-    assert s["steps"]["infer"]["figures"]["p50_ms"] > 0
+    assert s["steps"]["digits"]["figures"]["warmup"].startswith("none (eager on a CPU")
+    assert s["steps"]["parity"]["figures"]["script_kind"] == "airbench94"
     assert list((tmp_path / "work" / "cache" / "peak").glob("*.json"))  # the dry run's own peak cache
+    assert gpu_suite.main(["--dry-run", "--steps", "digits,nope", "--results", str(tmp_path / "x")]) == 2

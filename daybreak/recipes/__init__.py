@@ -29,6 +29,9 @@ class TrainSetup:
     predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None  # eval logits (e.g. flip TTA)
     # Anything the recipe computes from the training data (e.g. whitening) runs here, inside the clock.
     init_from_data: Callable[[torch.Tensor, torch.Tensor], None] | None = None
+    # The first-call costs of init_from_data (a solver's lazy start-up: cuSOLVER for the whitening's eigh), paid
+    # in the warm-up on a batch of synthetic prepared inputs; what it sets in the model is put back after it.
+    warm_up_init: Callable[[torch.Tensor], None] | None = None
     # --- hooks inside the clock (all optional) ---------------------------------------------------------------
     clip_grad_norm: float | None = None  # clip the global gradient norm before each optimizer step (0/None: off)
     on_step: Callable[[int, int], None] | None = None  # after each optimizer step: (steps done, total steps)

@@ -264,6 +264,7 @@ def build_airbench(hp: dict[str, Any], data: TaskData, device: torch.device, mod
         prepare=image_prep(device, hp, half),
         augment=augmenter(hp, flips) if hp["augment"] else None,
         predict=tta_predict(hp["tta"], hp["tta_translate"]),
+        warm_up_init=model.init_whitening if hp["whitening"] else None,
         init_from_data=init_from_data if hp["whitening"] or lookahead is not None or flips is not None else None,
         on_step=on_step if lookahead is not None or freeze is not None else None,
         on_epoch_end=on_epoch_end if freeze is not None or flips is not None else None,

@@ -146,6 +146,7 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
         prepare=image_prep(device, hp, half),
         augment=augmenter({**hp, "cutout": 0}, flips) if hp["augment"] else None,
         predict=tta_predict(hp["tta"], hp["tta_translate"]),
+        warm_up_init=model.init_whitening if hp["whitening"] else None,
         init_from_data=init_from_data if hp["whitening"] or flips is not None else None,
         on_step=(lambda done, total: freeze.on_step(done, total)) if freeze is not None else None,
         on_epoch_end=on_epoch_end if freeze is not None or flips is not None else None,

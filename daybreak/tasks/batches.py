@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 import torch
 from torch import nn
 
-from daybreak.tasks.evaluate import correct_counts
+from daybreak.tasks.evaluate import correct_counts, padded_to_chunks
 
 if TYPE_CHECKING:
     from daybreak.data.base import TaskData
@@ -56,6 +56,9 @@ class BatchPlan:
     device: torch.device
     amp: str
     ctx: RankContext
+    # every evaluation forward pass at one batch size (the eval set padded to whole chunks): where shapes cost
+    # something the first time (compile, cuDNN autotuning), the warm-up then covers every shape the clock sees
+    fixed_eval_shapes: bool = False
 
 
 class TrainBatches(Protocol):
@@ -129,6 +132,9 @@ class InMemoryClassification:
         self.plan = plan
         self.top5 = top5
         self.raw_x = data.eval_x[rank::world]
+        self.examples = len(self.raw_x)
+        if plan.fixed_eval_shapes:
+            self.raw_x = padded_to_chunks(self.raw_x)
         self.y = data.eval_y[rank::world].to(plan.device)
         self.x: torch.Tensor | None = None  # prepared at the first evaluation (counted as evaluation time)
 
@@ -137,14 +143,15 @@ class InMemoryClassification:
         p = self.plan
         fake = p.setup.prepare(torch.zeros_like(self.raw_x, device=p.device))
         correct_counts(model, fake, torch.zeros_like(self.y), device=p.device, amp=p.amp, predict=p.setup.predict,
-                       top5=self.top5)
+                       top5=self.top5, examples=self.examples)
 
     def __call__(self, model: nn.Module) -> dict[str, float]:
         p = self.plan
         if self.x is None:
             self.x = p.setup.prepare(self.raw_x.to(p.device))
         counts = p.ctx.all_reduce_sum(correct_counts(model, self.x, self.y, device=p.device, amp=p.amp,
-                                                     predict=p.setup.predict, top5=self.top5))
+                                                     predict=p.setup.predict, top5=self.top5,
+                                                     examples=self.examples))
         c1, c5, n = (int(v) for v in counts.tolist())
         metrics = {"top1": c1 / max(n, 1)}
         if self.top5:

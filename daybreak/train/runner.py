@@ -42,7 +42,8 @@ from daybreak.train.rundir import check_out_dir, default_run_dir
 from daybreak.train.spec import CONFIG_FILE, RunConfig, RunSpec, resolve_run_spec
 from daybreak.train.step import Backend, TrainStep
 from daybreak.train.views import SpecData, TrainingData
-from daybreak.train.warmup import (SHORT_EVAL_CHUNK, WARMUP_PASSES, compile_count, data_warmup, spec_warmup,
+from daybreak.train import warmup
+from daybreak.train.warmup import (WARMUP_EVAL_EXAMPLES, WARMUP_PASSES, compile_count, data_warmup, spec_warmup,
                                    spec_warmup_data, warm_up)
 
 # Exit statuses of `daybreak run` (also used by wrappers such as `repeat`).
@@ -54,6 +55,7 @@ EXIT_FAILED = 5
 EXIT_INTERRUPTED = 130
 
 TRACEBACK_FILE = "traceback.txt"  # a crashed run's traceback, beside its record
+NO_WARMUP = "none (eager on a CPU: nothing to compile, autotune or start lazily; see warmup.warmup_pays)"
 
 EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverged": EXIT_DIVERGED,
               "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
@@ -268,18 +270,21 @@ def _init_then_data(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any
     recorder.init_start()  # ---- model initialization: nothing here reads the dataset -------------------------
     built = _build(spec, recipe, hp, SpecData(task.num_classes, task.input_spec, recipe.name), backend, recorder)
     recorder.phase_start("warmup")
-    shapes_matter = spec.compiled or backend.device.type == "cuda"  # compiled graphs, cuDNN autotuning
-    synthetic = spec_warmup_data(task.input_spec, task.num_classes, spec.per_device_batch_size,
-                                 backend.ctx.world_size, full_eval_chunk=shapes_matter)
-    pairs, warm_evaluator = spec_warmup(synthetic, _plan(spec, hp, built), top5=task.measures_top5)
-    warm_up(built.setup, built.step, pairs, lambda: warm_evaluator(built.eval_model()), built.backend.device)
+    if warmup.warmup_pays(spec.compiled, backend.device):
+        synthetic = spec_warmup_data(task.input_spec, task.num_classes, spec.per_device_batch_size,
+                                     backend.ctx.world_size)
+        pairs, warm_evaluator = spec_warmup(synthetic, _plan(spec, hp, built), top5=task.measures_top5)
+        warm_up(built.setup, built.step, pairs, lambda: warm_evaluator(built.eval_model()), built.backend.device)
+        recorder.result.performance.warmup = (
+            f"before the data: {WARMUP_PASSES} training steps on a synthetic batch of the task's InputSpec"
+            + (", the recipe's first-call init (warm_up_init)" if built.setup.warm_up_init else "")
+            + f" and one evaluation ({WARMUP_EVAL_EXAMPLES} examples padded to one chunk of {EVAL_CHUNK}, the "
+            "shape of every real chunk), made by the run's own batch source and evaluator; weights, optimizer, "
+            "loss scale and random generators restored")
+    else:
+        recorder.result.performance.warmup = NO_WARMUP
     backend.ctx.barrier()
     recorder.phase_end("warmup")
-    chunks = f"{EVAL_CHUNK} + {SHORT_EVAL_CHUNK}" if shapes_matter else f"{SHORT_EVAL_CHUNK}"
-    recorder.result.performance.warmup = (
-        f"before the data: {WARMUP_PASSES} training steps on a synthetic batch of the task's InputSpec and one "
-        f"evaluation ({chunks} examples), made by the run's own batch source and evaluator; weights, optimizer, "
-        "loss scale and random generators restored")
 
     data = _load(spec, task, recorder)  # ---- the clock (MLPerf run_start) and the first touch of the data ----
     view = TrainingData(data)
@@ -306,14 +311,14 @@ def _data_then_init(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any
     batches, evaluator = train_batches_for(task, data, plan), evaluator_for(task, data, plan)
     _record_effective(recorder, batches, data, backend)
     recorder.phase_start("warmup")  # ---- compile / autotune on the exact shapes of the real batches -------
-    if spec.compiled or backend.device.type == "cuda":
+    if warmup.warmup_pays(spec.compiled, backend.device):
         pairs, evaluate_once = data_warmup(batches, evaluator, data, plan, built.eval_model)
         warm_up(built.setup, built.step, pairs, evaluate_once, built.backend.device)
         recorder.result.performance.warmup = (
             f"after the data: {WARMUP_PASSES} training steps on zeros of the real batches' shapes and one "
             "evaluation; weights, optimizer, loss scale and random generators restored")
     else:
-        recorder.result.performance.warmup = "none (eager on a CPU: nothing to compile or autotune)"
+        recorder.result.performance.warmup = NO_WARMUP
     backend.ctx.barrier()
     recorder.phase_end("warmup")
     return built, batches, evaluator
@@ -374,7 +379,8 @@ def _eval_model_fn(setup: TrainSetup, train_model: torch.nn.Module, backend: Bac
 def _plan(spec: RunSpec, hp: dict[str, Any], built: Built) -> BatchPlan:
     b = built.backend
     return BatchPlan(setup=built.setup, batch_size=spec.per_device_batch_size, epochs=hp["epochs"], seed=spec.seed,
-                     device=b.device, amp=b.amp, ctx=b.ctx)
+                     device=b.device, amp=b.amp, ctx=b.ctx,
+                     fixed_eval_shapes=warmup.warmup_pays(spec.compiled, b.device))
 
 
 def _apply_settings(spec: RunSpec, hp: dict[str, Any], backend: Backend, settings: PerformanceSettings) -> None:
