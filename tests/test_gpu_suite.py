@@ -270,3 +270,142 @@ def test_the_suite_dry_run_resolves_its_steps_on_the_cpu(stand_in, tmp_path):
     assert s["steps"]["parity"]["figures"]["script_kind"] == "airbench94"
     assert list((tmp_path / "work" / "cache" / "peak").glob("*.json"))  # the dry run's own peak cache
     assert gpu_suite.main(["--dry-run", "--steps", "digits,nope", "--results", str(tmp_path / "x")]) == 2
+
+
+# --- the rehearsal: the lent machine's conditions on this CPU ---------------------------------------------------
+
+def image_venv(folder: Path) -> Path:
+    """A virtual environment holding what the GPU image holds (benchmarks/gpu_packages.toml [image], as far as
+    they are installed here, with what they require) and nothing of daybreak's own dependencies: this
+    environment's distributions linked into a fresh venv's site-packages (offline, instant)."""
+    import gpu_wheels
+    from importlib import metadata
+
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
+    (site,) = folder.glob("lib/python*/site-packages")
+    decl = gpu_wheels.declaration()
+    names = []
+    for name in [*decl["image"]["distributions"], *decl["image"]["their_dependencies"]]:
+        try:
+            metadata.distribution(name)
+            names.append(name)
+        except metadata.PackageNotFoundError:
+            pass
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for name in gpu_wheels.runtime_closure(names, version):
+        dist = metadata.distribution(name)
+        base = Path(dist.locate_file(""))
+        for top in {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
+            if not (site / top).exists() and (base / top).exists():
+                (site / top).symlink_to(base / top)
+    return folder / "bin" / "python"
+
+
+def offline_suite(python: Path, wheels: Path, results: Path, *extra: str) -> list[str]:
+    return ["unshare", "-n", "env", f"PYTHON={python}", "bash", str(REPO / "benchmarks" / "gpu_suite.sh"),
+            "--offline", "--dry-run", "--wheels", str(wheels), "--results", str(results), *extra]
+
+
+@pytest.mark.slow  # a venv, the wheels from PyPI, and the whole dry run twice: about 4 minutes
+def test_rehearsal_prepare_then_offline_in_a_network_namespace_with_the_images_packages_only(tmp_path):
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -n is not permitted here (a network namespace needs CAP_SYS_ADMIN)")
+    wheels = tmp_path / "wheels"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    env = {**os.environ, "DAYBREAK_SUITE_NO_BOOTSTRAP": "1", "PYTHON": sys.executable}
+    prep = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_suite.sh"), "--prepare", "--python", version,
+                           "--wheels", str(wheels)], env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert prep.returncode == 0, prep.stderr[-2000:]
+    size = sum(p.stat().st_size for p in wheels.iterdir())
+    assert size < 60 * 2**20 and (wheels / "manifest.json").exists()
+    python = image_venv(tmp_path / "image")
+    assert subprocess.run([str(python), "-c", "import pydantic"], capture_output=True).returncode != 0
+    assert subprocess.run([str(python), "-c", "import torch, numpy, scipy, sklearn"]).returncode == 0
+
+    results = tmp_path / "results"
+    proc = subprocess.run(offline_suite(python, wheels, results), capture_output=True, text=True, timeout=1200,
+                          cwd=REPO, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (summary,) = results.glob("*-dry-run.json")
+    s = json.loads(summary.read_text())
+    assert s["offline"] and "pydantic" in s["installed"] and "(installed)" in s["installed"]
+    statuses = {k: v["status"] for k, v in s["steps"].items()}
+    assert set(statuses) == {"digits", "mnist", "cifar10", "cifar10_muon", "peak", "throughput_resnet50",
+                             "throughput_bert_base", "infer", "digits_compile", "parity"}
+    assert all(v in ("ok", "parsed") for k, v in statuses.items() if k != "parity"), statuses
+    assert statuses["parity"] == "skipped" and {k for k, v in statuses.items() if v == "ok"} >= {
+        "digits", "mnist", "cifar10", "peak", "infer"}
+    assert s["env"]["torch"].startswith(__import__("torch").__version__.split("+")[0])
+
+    # SIGKILL in the middle: every finished step is in the summary, the running one is named
+    killed = tmp_path / "killed"
+    suite = subprocess.Popen(offline_suite(python, wheels, killed), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, cwd=REPO,
+                             env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    import time
+
+    seen = None
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and suite.poll() is None:
+        files = list(killed.glob("*-dry-run.json"))
+        if files:
+            try:
+                seen = json.loads(files[0].read_text())
+            except json.JSONDecodeError:  # never: the file is replaced whole
+                raise
+            if seen["steps"].get("digits", {}).get("status") == "ok" and seen["running"] == "mnist":
+                break
+        time.sleep(0.05)
+    suite.kill()
+    suite.wait()
+    after = json.loads(next(killed.glob("*-dry-run.json")).read_text())
+    assert after["steps"]["digits"]["status"] == "ok" and after["steps"]["digits"]["figures"]["status"]
+    assert after["running"] == "mnist" and after["steps"]["mnist"]["status"] == "running"
+    assert (killed / (next(killed.glob("*-dry-run.json")).stem + ".md")).read_text().count("Running when") == 1
+    token = after["steps"]["mnist"]["marker"].split("=", 1)[1]
+    gpu_suite.stop_all(None, token, 2.0)  # the orphaned step, found by its marker
+    assert gpu_suite.marked_processes(token) == []
+
+
+def _wheel(folder: Path, name: str, version: str, module: str) -> dict:
+    import hashlib
+    import zipfile
+
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{module}.py", f"VERSION = {version!r}\n")
+        z.writestr(f"{name}-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return {"name": name, "version": version, "file": path.name, "bytes": path.stat().st_size,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def test_install_skips_what_the_machine_has_and_unpacks_without_pip(tmp_path, monkeypatch):
+    import gpu_wheels
+
+    from importlib import metadata
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    have = metadata.version("numpy")
+    entries = [_wheel(wheels, "daybreak_fake_dep", "1.0", "daybreak_fake_dep"), _wheel(wheels, "numpy", "1.0", "np1")]
+    (wheels / "manifest.json").write_text(json.dumps({"python": "3.99", "wheels": entries}))  # pure wheels only
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here"))  # no pip: unpacked
+    done = {d.name: d.action for d in gpu_wheels.install(wheels, tmp_path / "site")}
+    assert done == {"daybreak_fake_dep": "unpacked", "numpy": f"image has {have}"}
+    assert (tmp_path / "site" / "daybreak_fake_dep.py").exists() and not (tmp_path / "site" / "np1.py").exists()
+    (wheels / entries[0]["file"]).write_bytes(b"broken")
+    with pytest.raises(gpu_wheels.WheelError, match="SHA-256 differs"):
+        gpu_wheels.install(wheels, tmp_path / "site2")
+    with pytest.raises(gpu_wheels.WheelError, match="--prepare"):
+        gpu_wheels.install(tmp_path / "nothing", tmp_path / "site3")
+
+
+def test_an_old_torch_or_no_gpu_is_one_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(gpu_suite, "probe_env", lambda env: {"torch": "2.0.1+cu118", "cuda_available": True})
+    assert gpu_suite.main(["--results", str(tmp_path / "a")]) == 2
+    assert "torch 2.0.1+cu118 is older than 2.1" in capsys.readouterr().err
+    monkeypatch.setattr(gpu_suite, "probe_env", lambda env: {"torch": "2.11.0", "cuda_available": False})
+    assert gpu_suite.main(["--results", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA GPU is visible" in err
+    assert json.loads(next((tmp_path / "b").glob("*.json")).read_text())["error"].startswith("no CUDA GPU")
