@@ -107,6 +107,7 @@ class Step:
     daybreak_cli: bool = True  # argv is a `daybreak` command (parsed by its parser before it runs)
     before: Callable[[], None] | None = None  # e.g. write the synthetic data
     needs: str | None = None  # a step whose output this one uses (skipped when that one did not succeed)
+    tiny_timeout_s: float = 600.0  # the dry run's limit (a CPU is slower than the GPU the limits above are for)
     figures_from_stdout: Callable[[str], dict[str, Any]] | None = None
 
 
@@ -408,7 +409,7 @@ def run_step(step: Step, runner: Runner, dry_run: bool, deadline: float, airbenc
         if step.tiny is None:
             return {"status": "parsed", "command": shlex.join([sys.executable, "-m", "daybreak", *step.argv]),
                     "reason": "dry run: arguments parsed by daybreak's parser; too slow to run on a CPU"}
-        return runner.execute(step, step.tiny, min(600.0, left), token)
+        return runner.execute(step, step.tiny, min(step.tiny_timeout_s, left), token)
     return runner.execute(step, step.argv, min(step.timeout_s, deadline - time.monotonic() - RESERVE_S), token)
 
 

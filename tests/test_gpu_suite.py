@@ -212,7 +212,7 @@ def fake_steps(*specs):
     """Steps that run plain Python (argv also for the dry run)."""
     return lambda work, airbench, dry_run=False: [
         gpu_suite.Step(name, [sys.executable, "-c", code], tiny=[sys.executable, "-c", code], timeout_s=timeout,
-                       daybreak_cli=False) for name, code, timeout in specs]
+                       tiny_timeout_s=timeout, daybreak_cli=False) for name, code, timeout in specs]
 
 
 def test_the_summary_names_a_step_before_it_runs_and_keeps_the_finished_ones(monkeypatch, tmp_path):

@@ -104,6 +104,7 @@ def test_padding_changes_no_count():
 
 
 def test_eager_on_a_cpu_warms_nothing_up(tmp_path):
-    r = runner.run(runner.RunConfig(task="digits", out=tmp_path / "run", quiet=True, device="cpu"))
+    r = runner.run(runner.RunConfig(task="digits", out=tmp_path / "run", quiet=True, device="cpu",
+                                    full_schedule=True, overrides={"epochs": 1}))
     assert r.performance.warmup.startswith("none (eager on a CPU")
     assert sum(p.end_s - p.start_s for p in r.phases if p.phase == "warmup") < 0.01  # an empty phase, no work
