@@ -69,3 +69,25 @@ def test_sigkill_leaves_parseable_files(tmp_path, phase, delay_s):
     assert [ll.key for ll in lines if ll.key == "run_stop"] == []
     if phase == "training":
         assert len(result.history) > 0
+
+
+def test_the_saves_on_mlperfs_clock_write_the_record_only(tmp_path, monkeypatch):
+    """Before the target, every evaluation's save is on MLPerf's clock: result.json only (one rename); the
+    DAWNBench views derived from it are written when the run directory is created, at the target and at the end."""
+    from daybreak.train import recorder as recorder_module
+    from daybreak.train.runner import RunConfig, run
+
+    calls = []
+    original = recorder_module.write_dawnbench
+
+    def counted(result, run_dir, **kwargs):
+        calls.append((len(result.history), result.reached))
+        return original(result, run_dir, **kwargs)
+
+    monkeypatch.setattr(recorder_module, "write_dawnbench", counted)
+    r = run(RunConfig(out=tmp_path / "r", quiet=True, device="cpu"))
+    assert r.reached and len(r.history) >= 2  # at least one evaluation before the target
+    assert all(n == 0 or reached for n, reached in calls), calls
+    assert calls[0] == (0, False) and calls[-1] == (len(r.history), True)
+    rows = (tmp_path / "r" / "dawnbench.tsv").read_text().splitlines()
+    assert len(rows) == 1 + len(r.history)  # the final views hold every evaluation
