@@ -19,12 +19,20 @@ class Metric:
     dawnbench_percent: bool  # DAWNBench's files write it in percent (accuracies) or as a fraction (F1)
     higher_is_better: bool = True
     show_percent: bool = True  # shown as 94.00% (accuracies) or as 0.750 (F1)
+    # what a value is, by definition (never guessed from the values): "fraction" (of examples; shown as a percent
+    # or, like F1 and AUC, as a number), "loss", "log perplexity" or "score" (FID, CLIP)
+    unit: str = "fraction"
+    # a value not shown as a percent: 3 decimals (F1 0.750), or this many significant figures (AUC 0.80275,
+    # eval loss 0.924564, FID 79.4533: an MLPerf target is met or missed in the fourth digit)
+    significant: int | None = None
 
     def format(self, value: float | None) -> str:
         """A fraction 0..1 as people read this metric: ``94.00%`` or ``F1 0.750``."""
         if value is None:
             return "-"
-        return f"{value * 100:.2f}%" if self.show_percent else f"{self.short} {value:.3f}"
+        if self.show_percent:
+            return f"{value * 100:.2f}%"
+        return f"{self.short} {value:.3f}" if self.significant is None else f"{self.short} {value:.{self.significant}g}"
 
     def target_label(self, target: float, split: str | None = None) -> str:
         where = f" on {split}" if split else ""
@@ -38,6 +46,13 @@ class Metric:
 
     def reaches(self, value: float, target: float) -> bool:
         return value >= target if self.higher_is_better else value <= target
+
+    def best(self, values) -> float | None:  # noqa: ANN001 - any iterable of numbers
+        """The best of ``values`` in this metric's direction (None for none)."""
+        values = list(values)
+        if not values:
+            return None
+        return max(values) if self.higher_is_better else min(values)
 
 
 TOP1 = Metric("top1", "top-1 accuracy", "top-1", "argmax of the logits equals the label, over the eval split",

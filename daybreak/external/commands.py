@@ -27,6 +27,14 @@ dawnbench.tsv, mllog.log) plus external.json. With --log FILE the record is comp
 file instead (no wall clock cross-check; the run is then unofficial); the run's system is then what the log
 declares (submission_platform, ...), and the machine that analysed it is recorded as analyzed_on.
 
+A log of an MLPerf Training benchmark (its submission_benchmark: resnet, bert, llama2_70b_lora, gpt3,
+stable_diffusion, ...) needs no --task: its metric, direction, unit and target for the round (--round, else the
+log's training_results_v<round> folder) come from daybreak's table of MLPerf's rules, and --rules mlperf gives
+MLPerf's own verdict: reached when run_stop says success, the initialization stayed under the round's limit and
+(closed division) an evaluation met the target; the time is then run_stop - run_start. The DAWNBench reading (the
+first evaluation meeting the target before run_stop) is recorded beside it. A daybreak run's own mllog names its
+task (daybreak_<task>).
+
 Exit status: 0 reached, 3 not reached, 5 failed (crash, no run_start, untrusted timestamps), 130 interrupted,
 2 usage errors."""
 
@@ -35,7 +43,9 @@ examples:
   daybreak time --task digits -- python train.py --epochs 20
   daybreak time --task cifar10 --stop-at-target --instance aws-p3.2xlarge -- ./run_and_time.sh
   daybreak time --task mnist --target 98% --log results/mllog.txt
-  daybreak time --task imagenet --rules mlperf --log result_0.txt"""
+  daybreak time --rules mlperf --log training_results_v5.0/ASUSTeK/results/ESC_N8_E11_n2/llama2_70b_lora/result_3.txt
+  daybreak time --rules mlperf --round v4.0 --log result_0.txt
+  daybreak check-mllog runs/digits-external-20250101-120000"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how far the program's timestamp intervals may differ from the wall clock's: percent of "
                         "the wall interval plus seconds, e.g. '5%%+2s' (the default), '10%%', '3s'")
     p.add_argument("--accuracy-unit", default="auto", choices=["auto", "fraction", "percent"],
-                   help="eval_accuracy values (default: auto, which reads a log as percent when any value is above 1)")
+                   help="a daybreak task's eval_accuracy values (default: auto, which reads a log as percent when any "
+                        "value is above 1); an MLPerf benchmark's unit is its definition's")
+    p.add_argument("--round", metavar="vX.Y",
+                   help="with --log of an MLPerf benchmark: the MLPerf Training round whose rules apply (default: the "
+                        "log's training_results_v<round> folder, else every round with the benchmark when they agree "
+                        "on the log)")
     p.add_argument("--log", type=Path, metavar="FILE",
                    help="compute the record from an existing mllog file instead of running a program")
     p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
@@ -90,11 +105,13 @@ def cmd_time(args: argparse.Namespace) -> int:
                           "train.py`, or --log FILE")
     if args.log is not None and args.stop_at_target:
         raise ConfigError("--stop-at-target needs a program to stop; it does not apply to --log")
-    if not hasattr(args, "task"):
-        raise ConfigError("--task is required: the task whose target applies (see `daybreak tasks`)")
+    if args.log is None and not hasattr(args, "task"):
+        raise ConfigError("--task is required: the task whose target applies (see `daybreak tasks`); with --log FILE "
+                          "the log's submission_benchmark names it")
     shared = values_for(RunConfig, args, "time")
+    shared["task"] = getattr(args, "task", None)  # None: the log's submission_benchmark names it
     config = TimeConfig(
-        **shared, command=command, log=args.log, stop_at_target=args.stop_at_target,
+        **shared, command=command, log=args.log, stop_at_target=args.stop_at_target, round=args.round,
         grace_s=args.grace_s, tolerance=parse_tolerance(args.clock_tolerance), unit=args.accuracy_unit,
         invocation=["daybreak", *getattr(args, "argv", sys.argv[1:])] if args.log is not None else [],
     )

@@ -221,7 +221,8 @@ class Site:
         if curve:
             reached = entry.time_to_target_s / 3600.0 if entry.time_to_target_s is not None else None
             svg = curve_svg(curve, entry.target, metric=entry.metric, reached_hours=reached,
-                            title=f"{entry.model}: {label} vs. training time")
+                            title=f"{entry.model}: {label} vs. training time", percent=percent,
+                            axis=None if percent else label)
         document = entry.document
         runs = document.get("runs") if entry.source_format == FORMAT_REPEAT and isinstance(document, dict) else None
         if reproductions is None:

@@ -29,7 +29,7 @@ class LeaderboardTask:
     dawnbench: bool  # one of DAWNBench v1's own tasks
     clock_rules: str = "dawnbench"  # the rule set of the board's own entries ("mlperf": an MLPerf benchmark's board)
     notes: tuple[str, ...] = ()  # what the board's page says first: rule sets ranked on it, what it is not
-    quality: Metric | None = None  # an MLPerf board's quality measure (mlm_accuracy, auc, ...)
+    quality: Metric | None = None  # an MLPerf board's quality measure (masked_lm_accuracy, auc, eval_loss, ...)
 
     @property
     def metric_label(self) -> str:
