@@ -6,6 +6,7 @@ timestamps (plain arithmetic, not daybreak.rules), so a wrong rule cannot agree 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from daybreak.options import parse_target
 from daybreak.train.runner import RunConfig, run
 
 from conftest import single_line
-from mlperf_compliance import compliance_messages
+from mlperf_compliance import RULESET, compliance_messages
 
 
 # --- rule sets on synthetic event sequences -----------------------------------------------------------------------
@@ -179,6 +180,21 @@ def test_the_mllog_is_truthful_and_passes_the_compliance_checker(digits_run, tmp
         assert key in values, key
     assert values["train_samples"] == 1347 and values["eval_samples"] == 450 and values["eval_metric"] == "top1"
     assert compliance_messages(out / "mllog.log", tmp_path / "checker") == []
+    # mlperf-logging's own command, with the checker configuration daybreak wrote for its tasks
+    proc = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
+                           "--ruleset", RULESET, "--config", str(tmp_path / "checker" / "common.yaml"),
+                           "--log_output", str(tmp_path / "checker.log"), str(out / "mllog.log")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and "SUCCESS" in proc.stdout + proc.stderr
+    # the task's checks are real: a log that never reaches digits' 98% fails, as does one declaring another task
+    text = (out / "mllog.log").read_text()
+    below = tmp_path / "below.log"
+    below.write_text(re.sub(r'("key": "eval_accuracy", "value": )[0-9.]+', r"\g<1>0.5", text))
+    assert [m for m in compliance_messages(below, tmp_path / "checker") if "eval_accuracy" in m]
+    other = tmp_path / "other.log"
+    other.write_text(text.replace('"daybreak_digits"', '"daybreak_mnist"'))
+    assert [m for m in compliance_messages(other, tmp_path / "checker") if "target_accuracy" in m]
+    assert main(["check-mllog", str(out)]) == 0
 
 
 def test_custom_data_logs_the_open_division(tmp_path):
@@ -191,6 +207,7 @@ def test_custom_data_logs_the_open_division(tmp_path):
     lines, _ = mlp_parser.parse_file(str(tmp_path / "r" / "mllog.log"))
     assert [ll.value["value"] for ll in lines if ll.key == "submission_division"] == ["open"]
     assert compliance_messages(tmp_path / "r" / "mllog.log", tmp_path / "checker") == []
+    assert main(["check-mllog", str(tmp_path / "r")]) == 0
 
 
 def test_dawnbench_view_uses_dawnbench_rules_under_an_mlperf_headline(tmp_path):

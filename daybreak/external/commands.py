@@ -1,4 +1,5 @@
-"""CLI: `daybreak time` - time any program's training run from its MLPerf log stream."""
+"""CLI: `daybreak time` - time any program's training run from its MLPerf log stream; `daybreak check-mllog` - MLPerf's
+compliance checker on a run's mllog."""
 
 from __future__ import annotations
 
@@ -82,6 +83,56 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the program to run and its arguments, after --")
     p.set_defaults(func=cmd_time)
 
+    c = sub.add_parser(
+        "check-mllog",
+        help="run MLPerf's compliance checker (mlperf-logging) on a run's mllog: its round's rules for an MLPerf "
+             "benchmark's log, daybreak's checker configuration for daybreak's own tasks",
+        description=CHECK_DESCRIPTION, formatter_class=_Formatter)
+    c.add_argument("path", type=Path, metavar="RUN_OR_LOG", help="a run directory (its mllog.log) or an mllog file")
+    c.add_argument("--round", metavar="vX.Y", help="an MLPerf benchmark's log: the round whose rules apply (default: "
+                                                   "the log's training_results_v<round> folder, else the latest)")
+    c.add_argument("--ruleset", metavar="X.Y.Z",
+                   help="the mlperf-logging training ruleset to check against (default: the round's; daybreak's "
+                        "tasks: the newest the installed mlperf-logging has)")
+    c.add_argument("--write-config", type=Path, metavar="DIR",
+                   help="keep daybreak's checker configuration in DIR, for `python -m mlperf_logging."
+                        "compliance_checker --config DIR/common.yaml LOG`")
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
+    c.set_defaults(func=cmd_check_mllog)
+
+
+CHECK_DESCRIPTION = """Run mlperf-logging's compliance checker (the one MLPerf's result summarizer runs on every result file) on an
+mllog. A log of an MLPerf Training benchmark is checked by its round's own configuration (--round, else the log's
+training_results_v<round> folder, else the latest round with the benchmark). A `daybreak run`'s mllog names a
+daybreak task (submission_benchmark daybreak_<task>), which MLPerf's configs refuse: daybreak writes a checker
+configuration for its tasks (the round's common rules; the task's target, metric, batch size and seed from the task
+registry) and runs the same checker with it. Exit status: 0 the log passes, 1 it does not, 2 usage errors."""
+
+
+def cmd_check_mllog(args: argparse.Namespace) -> int:
+    import json
+
+    from daybreak.external.compliance import check_mllog
+
+    result = check_mllog(args.path, round_option=args.round, ruleset_option=args.ruleset,
+                         config_dir=args.write_config)
+    if args.json:
+        print(json.dumps({"log": str(result.log), "benchmark": result.benchmark, "ruleset": result.ruleset,
+                          "config": result.config, "passed": result.passed, "messages": result.messages,
+                          "notes": result.notes}, indent=2))
+    else:
+        verdict = "PASSES" if result.passed else f"FAILS ({len(result.messages)} message(s))"
+        print(f"{result.log}: {result.benchmark} {verdict} mlperf-logging's compliance checker, ruleset "
+              f"{result.ruleset}, config: {result.config}")
+        for message in result.messages:
+            print(f"  {message}")
+        for note in result.notes:
+            print(f"  note: {note}")
+        if args.write_config is not None:
+            print(f"  the same check: python -m mlperf_logging.compliance_checker --usage training --ruleset "
+                  f"{result.ruleset} --config {args.write_config.resolve() / 'common.yaml'} {result.log}")
+    return 0 if result.passed else 1
+
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     pass
@@ -157,4 +208,4 @@ def summary(result, run_dir: Path | None) -> str:  # noqa: ANN001 - RunResult, i
     return text + ("\n" + "\n".join(extra) if extra else "")
 
 
-__all__ = ["register", "cmd_time", "summary"]
+__all__ = ["register", "cmd_time", "cmd_check_mllog", "summary"]
