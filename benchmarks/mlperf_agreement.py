@@ -28,6 +28,7 @@ import io
 import logging
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,7 +131,9 @@ def compare_runs(repo: Repo, per_benchmark: int, seed: int, tmp: Path) -> list[d
             local.parent.mkdir(parents=True, exist_ok=True)
             local.write_bytes(data)
             converged, s_time = summarizer_run(local, rules)
-            reached, d_time, task = daybreak_run(local, tmp / "out" / f"{repo.round}-{bench}-{i}")
+            out = tmp / "out" / f"{repo.round}-{bench}-{i}"
+            reached, d_time, task = daybreak_run(local, out)
+            shutil.rmtree(out, ignore_errors=True)  # its mllog.log is a copy of the published log
             status = re.search(rb'"key": "run_stop".*?"status": "(\w+)"', data)
             diff = abs(d_time - s_time) if reached and converged and d_time is not None else None
             rows.append({"round": repo.round, "benchmark": bench, "file": name, "readable": True,

@@ -419,3 +419,17 @@ def test_import_scores_every_family_as_the_summarizer(tmp_path):
         assert lora_entry.metric == "eval_loss" and lora_entry.accuracy == 0.9246 and lora_entry.runs_reached == 9
         assert any("result_0.txt did not converge: its initialization took 31.0 minutes" in n for n in lora_entry.notes)
         assert entries["stable_diffusion"].metric == "fid+clip" and entries["stable_diffusion"].accuracy == 79.4
+
+
+def test_check_mllog_runs_the_rounds_own_checker_on_an_mlperf_log(tmp_path, capsys):
+    good = write(tmp_path, "v5.0", "llama2_70b_lora", published_log(
+        "llama2_70b_lora", [(363.48, 0.9385, 1536), (760.315, 0.9246, 3072)], stop_s=760.315))
+    assert main(["check-mllog", str(good)]) == 0
+    assert "llama2_70b_lora PASSES mlperf-logging's compliance checker, ruleset 5.0.0" in capsys.readouterr().out
+    below = write(tmp_path, "v5.0", "llama2_70b_lora", published_log(
+        "llama2_70b_lora", [(363.48, 0.9385, 1536)], stop_s=400.0, status="aborted"), "result_1.txt")
+    assert main(["check-mllog", str(below), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert not report["passed"] and any("(v['value'] <= 0.925)" in m for m in report["messages"])
+    assert main(["check-mllog", str(tmp_path / "nothing")]) == 2
+    assert "no such file or run directory" in capsys.readouterr().err
