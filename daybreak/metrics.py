@@ -38,7 +38,7 @@ class Metric:
         where = f" on {split}" if split else ""
         if self.show_percent:
             return f"{target * 100:g}% {self.label}{where}"
-        return f"{self.short} {target:g}{where}"
+        return f"{self.short} {'' if self.higher_is_better else '<= '}{target:g}{where}"
 
     def to_dawnbench(self, value: float) -> float:
         """A fraction in daybreak's records -> the number DAWNBench's files hold."""

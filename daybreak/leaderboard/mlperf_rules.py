@@ -82,6 +82,7 @@ class MlperfBoard:
     target: float  # the latest round's closed target (each entry carries its own round's)
     eval_split: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    goal_label: str = ""  # the latest round's whole target ("FID <= 90 and CLIP >= 0.15")
 
 
 def _latest_target(board: str) -> tuple[Benchmark, float]:
@@ -133,6 +134,7 @@ def mlperf_boards() -> list[MlperfBoard]:
         if b.board in out or b.board in BESIDE_DAWNBENCH:
             continue
         bench, target = _latest_target(b.board)
+        latest = bench.goal(bench.rounds[-1])
         out[b.board] = MlperfBoard(b.board, f"MLPerf {bench.title}", bench.quality, target,
-                                   bench.dataset, _board_notes(b.board))
+                                   bench.dataset, _board_notes(b.board), latest.label if latest else "")
     return list(out.values())

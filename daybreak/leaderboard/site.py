@@ -92,7 +92,8 @@ def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = Non
         text = f"{accuracy * 100:.2f}% {quality.label}" if quality.show_percent else f"{quality.label} {accuracy:.4f}"
     else:
         text = f"F1 {accuracy:.4f}" if task.metric == "f1" else f"{accuracy * 100:.2f}% {task.metric_label}"
-    return text + (f" (the file wrote {unit})" if unit else "")
+    # how the file wrote it (percent or fraction); an MLPerf metric's unit (a loss, a score) is its definition's
+    return text + (f" (the file wrote {unit})" if unit in ("percent", "fraction") else "")
 
 
 def _other_metric(task: LeaderboardTask, metric: str | None):
