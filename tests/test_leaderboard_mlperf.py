@@ -21,7 +21,7 @@ import pytest
 from daybreak.cli import main
 from daybreak.leaderboard.importer import import_paths
 from daybreak.leaderboard.mlperf_import import import_mlperf, mlperf_score
-from daybreak.leaderboard.mlperf_rules import benchmark_of
+from daybreak.mlperf_benchmarks import benchmark_of
 from daybreak.leaderboard.ranking import leaderboard
 from daybreak.leaderboard.site import Site
 from daybreak.leaderboard.store import Store

@@ -11,13 +11,15 @@ one read here::
 ``--round`` or from the folder's name (``training_results_v4.0``). Everything else in the tree (``benchmarks/``
 source code, ``power/`` measurements, compliance outputs, ``package_checker_params``) is not read.
 
-Each ``<system>/<benchmark>`` folder becomes one entry, scored by MLPerf's own rule
-(daybreak.leaderboard.mlperf_rules): each run's time is run_stop - run_start as daybreak's mllog reader reads it
-(``parse_log`` and ``analyze``, the reader of `daybreak time --log`); a run converged when its run_stop says
-``success`` and (closed division) an evaluation reached the round's target; the score is the olympic mean of the
-converged runs with the non-converged ones counted as the slowest, times the scaling factor. A folder with
-another number of result files than the round requires, or with more non-converged runs than may be dropped, is
-stored unranked with the reason in its notes.
+Each ``<system>/<benchmark>`` folder becomes one entry, scored by MLPerf's own rule (daybreak.leaderboard.
+mlperf_rules; the benchmarks, targets, run counts and initialization limits of each round are the table of
+daybreak.mlperf_benchmarks): each run's time is run_stop - run_start and its verdict MLPerf's, as `daybreak time
+--log --rules mlperf` reads them (``parse_log`` and ``analyze``): converged when its run_stop says ``success``, its
+initialization stayed under the round's limit and (closed division) an evaluation met the round's target; the
+score is the olympic mean of the converged runs with the non-converged ones counted as the slowest, times the
+scaling factor. A folder with another number of result files than the round requires, or with more non-converged
+runs than may be dropped, is stored unranked with the reason in its notes. mlperf-logging's RCP check runs on a
+copy of each closed-division folder whose benchmark has reference convergence points.
 
 Entries are ``self-reported`` (MLPerf's submitters ran them; the review checked the logs; this host re-ran
 nothing), with ``clock_rules="mlperf"``, the round, division and availability, and the structured system read
@@ -29,7 +31,6 @@ reported on one line and the rest is imported; the same content is never stored 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import stat
@@ -44,17 +45,19 @@ from daybreak.external.mllog_analysis import Analysis, analyze
 from daybreak.external.mllog_reader import as_number, parse_log
 from daybreak.leaderboard.importer import ImportReport, Outcome, _not_regular, _read
 from daybreak.leaderboard.mlperf_rules import (
-    AVAILABILITY, BENCHMARK_NAMES, BESIDE_DAWNBENCH, DAWNBENCH_CLOCK, DIVISIONS, OLD_FORMAT_ROUNDS, ROUND_FOLDER,
-    ROUNDS, Benchmark, benchmark_of, init_limit, init_limit_text,
+    AVAILABILITY, BESIDE_DAWNBENCH, DAWNBENCH_CLOCK, DIVISIONS, init_limit_text,
 )
 from daybreak.leaderboard.submission import (
     KIND_TRAIN, MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_SELF, Submission, SubmissionError, check_date,
     load_json, one_line, printable,
 )
 from daybreak.leaderboard.systems import System, accelerator_name
-from daybreak.mlperf_benchmarks import ruleset
 from daybreak.leaderboard.systems import apply as apply_system
 from daybreak.leaderboard.tasks import leaderboard_task
+from daybreak.mlperf_benchmarks import (
+    BENCHMARK_NAMES, OLD_FORMAT_ROUNDS, ROUND_FOLDER, ROUNDS, Benchmark, benchmark_of, init_limit, ruleset,
+)
+from daybreak.mlperf_benchmarks import normalize_round as round_name
 
 FORMAT_MLPERF = "mlperf-training"
 MAX_LOG_BYTES = 64 * 1024 * 1024  # the largest published result file (v1.0) is about 4 MB
@@ -67,10 +70,9 @@ SUCCESS = "success"
 # --- the round ---------------------------------------------------------------------------------------------
 def normalize_round(text: str) -> str:
     """'4.0', 'v4.0', 'V4.0', '4.0.0' -> 'v4.0'; ConfigError for anything daybreak cannot read."""
-    m = re.fullmatch(r"\s*[vV]?(\d+)\.(\d+)(?:\.0)?\s*", text or "")
-    if not m:
+    name = round_name(text)
+    if name is None:
         raise ConfigError(f"--round {text!r}: give an MLPerf Training round such as v4.0")
-    name = f"v{int(m.group(1))}.{int(m.group(2))}"
     if name in OLD_FORMAT_ROUNDS:
         raise ConfigError(f"MLPerf Training {name} logged ':::MLL <seconds> key: ...' lines, a format daybreak's "
                           f"mllog reader does not read; import a round from {ROUNDS[0]} on")

@@ -26,10 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from daybreak.metrics import Metric
-from daybreak.mlperf_benchmarks import (  # noqa: F401 - the table, re-exported for the leaderboard's readers
-    BENCHMARK_NAMES, BENCHMARKS, OLD_FORMAT_ROUNDS, ROUND_FOLDER, ROUNDS, Benchmark, benchmark_of, init_limit,
-    metric_named,
-)
+from daybreak.mlperf_benchmarks import BENCHMARKS, ROUNDS, Benchmark, init_limit
 
 # SUMMARIZER config.yaml "availability": the statuses a systems/*.json may give -> MLPerf's category. daybreak keeps
 # "available", "preview" and "rdi" (Research, Development, or Internal); "cloud" says where it is available.
