@@ -1,7 +1,9 @@
 """Quality metrics as typed objects: what a task's target applies to, how it is shown and where it goes in a view.
 
 Records store a metric by name (``RunResult.metric == "top1"``); everything that formats, compares or writes a
-metric asks ``get_metric(name)`` instead of comparing strings. A lower layer: imports nothing from daybreak.
+metric asks ``get_metric(name)`` instead of comparing strings: daybreak's tasks' metrics, and MLPerf Training's
+quality measures (an evaluation loss, a log perplexity, FID and CLIP, ...; which benchmark has which is
+daybreak.mlperf_benchmarks), each with its direction and unit. A lower layer: imports nothing from daybreak.
 """
 
 from __future__ import annotations
@@ -65,11 +67,51 @@ F1 = Metric("f1", "F1 score", "F1", "the official SQuAD v1.1 token F1 (max over 
 METRICS: dict[str, Metric] = {m.name: m for m in (TOP1, TOP5, F1)}
 
 
+# --- MLPerf Training's quality measures (daybreak.mlperf_benchmarks says which benchmark has which) -------------
+def quality(name: str, label: str, short: str, *, higher_is_better: bool = True, unit: str = "fraction",
+            percent: bool = False) -> Metric:
+    """A quality measure of an MLPerf benchmark, as MLPerf's reference evaluation computes it (not one of
+    daybreak's tasks' metrics: no DAWNBench column)."""
+    return Metric(name, label, short, "the benchmark's reference evaluation (MLPerf Training rules)", "", False,
+                  higher_is_better=higher_is_better, show_percent=percent, unit=unit, significant=6)
+
+
+MLM_ACCURACY = quality("masked_lm_accuracy", "masked-LM accuracy", "masked-LM accuracy", percent=True)
+AUC = quality("auc", "ROC AUC", "AUC")
+MAP = quality("map", "mAP", "mAP")
+BOX_MAP = quality("box_map", "box mAP", "box mAP")
+MASK_MAP = quality("mask_map", "mask mAP", "mask mAP")
+BOX_MASK_MAP = quality("box+mask_map", "box and mask mAP", "box mAP")
+DICE = quality("dice", "mean DICE score", "DICE")
+WER = quality("wer", "word error rate", "WER", higher_is_better=False, percent=True)
+WIN_RATE = quality("win_rate", "win rate against the reference", "win rate", percent=True)
+BLEU = quality("bleu", "BLEU / 100", "BLEU/100")
+ACCURACY = quality("accuracy", "node classification accuracy", "accuracy", percent=True)
+EVAL_LOSS = quality("eval_loss", "evaluation loss", "eval loss", higher_is_better=False, unit="loss")
+LOG_PERPLEXITY = quality("log_perplexity", "log perplexity", "log perplexity", higher_is_better=False,
+                         unit="log perplexity")
+FID = quality("fid", "FID", "FID", higher_is_better=False, unit="score")
+CLIP = quality("clip", "CLIP score", "CLIP", unit="score")
+FID_CLIP = quality("fid+clip", "FID and CLIP score", "FID", higher_is_better=False, unit="score")
+MLPERF_METRICS: dict[str, Metric] = {m.name: m for m in (
+    MLM_ACCURACY, AUC, MAP, BOX_MAP, MASK_MAP, BOX_MASK_MAP, DICE, WER, WIN_RATE, BLEU, ACCURACY, EVAL_LOSS,
+    LOG_PERPLEXITY, FID, CLIP, FID_CLIP)}
+# names entries were stored under before the metric was named as MLPerf names it
+METRIC_ALIASES = {"mlm_accuracy": MLM_ACCURACY}
+
+
+def metric_named(name: str | None) -> Metric | None:
+    """The Metric a record's or an entry's ``metric`` names: one of daybreak's tasks' or an MLPerf benchmark's
+    quality measure; None for another name."""
+    name = name or ""
+    return METRICS.get(name) or MLPERF_METRICS.get(name) or METRIC_ALIASES.get(name)
+
+
 def get_metric(name: str) -> Metric:
-    try:
-        return METRICS[name]
-    except KeyError:
-        raise ValueError(f"unknown metric {name!r}; known: {', '.join(METRICS)}") from None
+    found = metric_named(name)
+    if found is None:
+        raise ValueError(f"unknown metric {name!r}; known: {', '.join([*METRICS, *MLPERF_METRICS])}")
+    return found
 
 
 def register_metric(metric: Metric) -> Metric:

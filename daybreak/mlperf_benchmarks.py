@@ -20,7 +20,8 @@ The sources each row names:
   division's quality targets, "Benchmark Results" (runs; the deprecated benchmarks' table for retired ones) and
   "Run Results" (initialization before the clock), read at the commit before each round.
 
-A lower layer: imports nothing from daybreak but the metric type.
+A lower layer: imports nothing from daybreak but the metrics (daybreak.metrics defines MLPerf's quality measures
+beside daybreak's tasks' metrics, so every record's ``metric`` is one ``get_metric`` knows).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from daybreak.metrics import METRICS, TOP1, Metric
+from daybreak.metrics import (
+    ACCURACY, AUC, BLEU, BOX_MAP, BOX_MASK_MAP, CLIP, DICE, EVAL_LOSS, FID, FID_CLIP, LOG_PERPLEXITY, MAP, MASK_MAP,
+    MLM_ACCURACY, TOP1, WER, WIN_RATE, Metric,
+)
 
 # Rounds whose published trees daybreak reads: v0.7 introduced the ``:::MLLOG {json}`` log format (v0.5 and v0.6
 # logged ``:::MLL <seconds> key: {...}`` lines, which daybreak's reader does not read). v6.0's rules come from the
@@ -52,33 +56,6 @@ def normalize_round(text: str) -> str | None:
 
 def _span(first: str, last: str) -> tuple[str, ...]:
     return ROUNDS[ROUNDS.index(first): ROUNDS.index(last) + 1]
-
-
-# --- the metrics ---------------------------------------------------------------------------------------------
-def quality(name: str, label: str, short: str, *, higher_is_better: bool = True, unit: str = "fraction",
-            percent: bool = False) -> Metric:
-    """A quality measure of an MLPerf benchmark, as MLPerf's reference evaluation computes it."""
-    return Metric(name, label, short, "the benchmark's reference evaluation (MLPerf Training rules)", "", False,
-                  higher_is_better=higher_is_better, show_percent=percent, unit=unit, significant=6)
-
-
-MLM_ACCURACY = quality("masked_lm_accuracy", "masked-LM accuracy", "masked-LM accuracy", percent=True)
-AUC = quality("auc", "ROC AUC", "AUC")
-MAP = quality("map", "mAP", "mAP")
-BOX_MAP = quality("box_map", "box mAP", "box mAP")
-MASK_MAP = quality("mask_map", "mask mAP", "mask mAP")
-BOX_MASK_MAP = quality("box+mask_map", "box and mask mAP", "box mAP")
-DICE = quality("dice", "mean DICE score", "DICE")
-WER = quality("wer", "word error rate", "WER", higher_is_better=False, percent=True)
-WIN_RATE = quality("win_rate", "win rate against the reference", "win rate", percent=True)
-BLEU = quality("bleu", "BLEU / 100", "BLEU/100")
-ACCURACY = quality("accuracy", "node classification accuracy", "accuracy", percent=True)
-EVAL_LOSS = quality("eval_loss", "evaluation loss", "eval loss", higher_is_better=False, unit="loss")
-LOG_PERPLEXITY = quality("log_perplexity", "log perplexity", "log perplexity", higher_is_better=False,
-                         unit="log perplexity")
-FID = quality("fid", "FID", "FID", higher_is_better=False, unit="score")
-CLIP = quality("clip", "CLIP score", "CLIP", unit="score")
-FID_CLIP = quality("fid+clip", "FID and CLIP score", "FID", higher_is_better=False, unit="score")
 
 
 # --- targets -------------------------------------------------------------------------------------------------
@@ -368,17 +345,3 @@ def init_limit(round_: str, division: str = "closed") -> InitLimit:
                      f"compile_time_mins*60*1e3 ms, compile_time_mins {240 if open_ else 30} in the "
                      f"{'open' if open_ else 'closed'} division; RULES 'Run Results': 'a maximum model initialization "
                      "time of 30 minutes for Closed division and 4 hours for Open division'")
-
-
-# --- every metric by name ------------------------------------------------------------------------------------
-QUALITY_METRICS: dict[str, Metric] = {
-    m.name: m for b in BENCHMARKS for m in (b.quality, *(c.metric for s in b.spans for c in s.goal.criteria))}
-# names entries were stored under before the table named the metric as MLPerf does
-METRIC_ALIASES = {"mlm_accuracy": MLM_ACCURACY}
-
-
-def metric_named(name: str | None) -> Metric | None:
-    """The Metric a record's or an entry's ``metric`` names: an MLPerf benchmark's quality measure or one of
-    daybreak's; None for another name."""
-    name = name or ""
-    return QUALITY_METRICS.get(name) or METRIC_ALIASES.get(name) or METRICS.get(name)

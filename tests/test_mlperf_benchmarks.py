@@ -26,9 +26,8 @@ from mlperf_logging import benchmark_meta
 from mlperf_logging.result_summarizer import result_summarizer as summarizer
 
 from daybreak.cli import main
-from daybreak.mlperf_benchmarks import (
-    BENCHMARKS, ROUNDS, Goal, benchmark_of, init_limit, metric_named, rounds_of, ruleset,
-)
+from daybreak.metrics import metric_named
+from daybreak.mlperf_benchmarks import BENCHMARKS, ROUNDS, Goal, benchmark_of, init_limit, rounds_of, ruleset
 from daybreak.records.run import RunResult
 
 from conftest import single_line

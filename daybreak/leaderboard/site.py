@@ -98,7 +98,7 @@ def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = Non
 
 def _other_metric(task: LeaderboardTask, metric: str | None):
     """The Metric of an entry whose metric is not its board's, or of an MLPerf board; None otherwise."""
-    from daybreak.mlperf_benchmarks import metric_named
+    from daybreak.metrics import metric_named
 
     if metric is None or (metric == task.metric and task.quality is None):
         return None

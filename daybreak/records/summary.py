@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daybreak.mlperf_benchmarks import metric_named
+from daybreak.metrics import metric_named
 from daybreak.records.run import RunResult
 from daybreak.rules import PHASE_LABELS, PHASES, RULE_SETS
 
