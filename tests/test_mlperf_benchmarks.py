@@ -314,6 +314,31 @@ def test_an_evaluation_after_run_stop_is_no_crossing(tmp_path):
     assert rc == 3 and not r.mlperf.dawnbench_reached and r.mlperf.target_met  # the checker counts any line
 
 
+def test_evaluations_relogged_with_earlier_timestamps(tmp_path):
+    """Some submitters log Stable Diffusion's offline evaluations again, stamped with the checkpoint's time (before
+    earlier records): MLPerf's verdict reads run_start and run_stop only; no DAWNBench reading is taken, with a
+    warning, and the run is not 'failed' for it."""
+    text = published_log("stable_diffusion", [(600.0, {"FID": 93.12, "CLIP": 0.158}, 3584000),
+                                              (650.0, {"FID": 79.45, "CLIP": 0.178}, 4096000)], stop_s=146.615)
+    relogged = [record("eval_accuracy", v, T0 + 60_000 + 146_615, samples_count=4096000, metric=m)
+                for m, v in (("FID", 79.45), ("CLIP", 0.178))]
+    lines = text.splitlines()
+    log = write(tmp_path, "v4.1", "stable_diffusion", "\n".join(lines[:-1] + relogged + lines[-1:]) + "\n")
+    rc, r = timed(log, tmp_path)
+    assert rc == 0 and r.status == "reached" and r.time_to_target_s == 146.615
+    assert not r.mlperf.dawnbench_reached and any("timestamps go backwards" in w for w in r.warnings)
+    agree(log, "v4.1", r)
+
+
+def test_a_log_with_a_malformed_record_is_not_converged(tmp_path):
+    """A record cut in two (as in a published log whose opt_name line is broken): the summarizer drops the run."""
+    text = published_log("rgat", [(120.0, 0.701, 1), (240.5, 0.7214, 2)], stop_s=241.0)
+    log = write(tmp_path, "v5.0", "rgat", text.replace('"value": "adam", ', '"value": "adam"Acme', 1))
+    rc, r = timed(log, tmp_path)
+    assert rc == 3 and "its log has 1 malformed record(s)" in r.message and not r.mlperf.reached
+    agree(log, "v5.0", r)
+
+
 def test_an_initialization_over_the_rounds_limit_is_not_converged(tmp_path):
     """32.3 minutes from init_start to init_stop in the closed division (30 allowed since v1.0): MLPerf's checker
     rejects the run and its summarizer counts it as not converged; so does daybreak."""

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from daybreak.errors import ConfigError
 from daybreak.external.mllog_analysis import mlperf_verdict
-from daybreak.external.mllog_reader import MllogEvent, log_info
+from daybreak.external.mllog_reader import BadLine, MllogEvent, log_info
 from daybreak.metrics import Metric
 from daybreak.mlperf_benchmarks import (
     BENCHMARK_NAMES, ROUND_FOLDER, ROUNDS, Benchmark, Goal, benchmark_of, normalize_round, rounds_of,
@@ -102,7 +102,7 @@ def round_in_path(path: Path | None) -> str | None:
 
 
 def mlperf_target(events: Sequence[MllogEvent], name: str, round_option: str | None,
-                  log_path: Path | None) -> TimedAgainst:
+                  log_path: Path | None, malformed: Sequence[BadLine] = ()) -> TimedAgainst:
     """An MLPerf benchmark's log: its benchmark, round and goal (module docstring)."""
     rounds = rounds_of(name)
     gbs = log_info(events).global_batch_size
@@ -115,7 +115,7 @@ def mlperf_target(events: Sequence[MllogEvent], name: str, round_option: str | N
     elif (round_ := round_in_path(log_path)) is not None:
         how = "the log's folder (training_results_" + round_ + ")"
     else:
-        round_, how = _round_by_verdict(events, name, rounds, gbs)
+        round_, how = _round_by_verdict(events, name, rounds, gbs, malformed)
         if len(rounds) > 1:
             notes.append(f"the log names no round: read by the rules of MLPerf Training {round_}, the latest with "
                          f"{name} ({rounds[0]} to {rounds[-1]}); MLPerf's verdict is the same under each of them "
@@ -133,10 +133,10 @@ def _spans(rounds: Sequence[str]) -> str:
 
 
 def _round_by_verdict(events: Sequence[MllogEvent], name: str, rounds: Sequence[str],
-                      gbs: int | None) -> tuple[str, str]:
+                      gbs: int | None, malformed: Sequence[BadLine]) -> tuple[str, str]:
     """The latest round with ``name`` when MLPerf's verdict on the log is the same under every such round's
     rules; otherwise a ConfigError saying how they differ."""
-    verdicts = {r: mlperf_verdict(events, benchmark_of(name, r).goal(r, gbs), r) for r in rounds}
+    verdicts = {r: mlperf_verdict(events, benchmark_of(name, r).goal(r, gbs), r, malformed) for r in rounds}
     outcomes: dict[tuple, list[str]] = {}
     for r, v in verdicts.items():
         outcomes.setdefault((v.reached, v.time_s), []).append(r)

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 from daybreak.errors import ConfigError
 from daybreak.external.mllog_clock import ClockCheck, Tolerance, check_clock
 from daybreak.external.mllog_reader import (
-    AccuracyUnit, Declared, MllogEvent, as_number, log_info, log_is_percent, quality_values,
+    AccuracyUnit, BadLine, Declared, MllogEvent, as_number, log_info, log_is_percent, quality_values,
 )
 from daybreak.metrics import TOP1, Metric
 from daybreak.mlperf_benchmarks import Goal, init_limit
@@ -204,7 +204,7 @@ def _clock_value(seconds: float) -> float:
 def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT_RULES,
             tolerance: Tolerance | None = None, unit: AccuracyUnit = "auto",
             launch_ms: float | None = None, launch_wall: float | None = None, metric: Metric = TOP1,
-            goal: Goal | None = None, mlperf_round: str | None = None) -> Analysis:
+            goal: Goal | None = None, mlperf_round: str | None = None, malformed: Sequence[BadLine] = ()) -> Analysis:
     """Phase timeline, evaluations, every rule set's clock and everything else the record needs, from the
     events in the order they were logged. ``rules``: the headline rule set (``Evaluation.elapsed_s``,
     ``time_to_target_s``); every rule set is computed. ``launch_ms``: when daybreak started the program, in the
@@ -212,7 +212,8 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     ``tolerance`` None skips the wall clock cross-check (``--log``); events without ``wall`` are not checked.
     ``metric`` and ``target``: a daybreak task's, which say whether an evaluation reaches it (``Metric.reaches``);
     ``goal``, an MLPerf benchmark's target for its round (daybreak.mlperf_benchmarks), replaces them, and with
-    ``mlperf_round`` the mlperf figure is MLPerf's verdict on the log (``MlperfVerdict``).
+    ``mlperf_round`` the mlperf figure is MLPerf's verdict on the log (``MlperfVerdict``), which ``malformed``
+    records (the reader's) make not reached.
     """
     try:
         headline = get_rules(rules).name
@@ -244,7 +245,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
         zero, timeline = _timeline(launch_ms, init_start, init_stop, None, end_ms, [], [], [])
         clocks = _clocks(timeline, zero, end_ms=end_ms, at={}, run_start_ms=None,
                          launch_ms=launch_ms, init_start=init_start, evaluations=[], eval_intervals=0)
-        verdict = None if mlperf_round is None else mlperf_verdict(events, goal, mlperf_round)
+        verdict = None if mlperf_round is None else mlperf_verdict(events, goal, mlperf_round, malformed)
         return Analysis(run_start=None, run_stop=None, evaluations=[], target_eval=None, train_s=0.0, eval_s=0.0,
                         clock=ClockCheck(checked=False, trusted=True), notes=notes, warnings=warnings,
                         zero_ms=zero, timeline=timeline, clocks=clocks, mlperf=verdict, **base)
@@ -357,8 +358,15 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
 
     # the DAWNBench reading: the first evaluation meeting the target, before the clock stopped
     target_k = next((k for k, ev in enumerate(evaluations) if not ev.after_stop and goal.met(ev.values)), None)
+    verdict = None if mlperf_round is None else mlperf_verdict(events, goal, mlperf_round, malformed)
+    if verdict is not None and backwards is not None:
+        # MLPerf's verdict reads run_start and run_stop only; evaluations re-logged with earlier timestamps (some
+        # submitters' offline evaluations do so) leave no DAWNBench reading to trust
+        warnings.append(f"the evaluations' timestamps go backwards (eval_accuracy at line {backwards.lineno} is timed "
+                        "before run_start or an earlier evaluation): no DAWNBench reading is taken; MLPerf's verdict "
+                        "reads run_start and run_stop only")
+        target_k = None
     target_eval = evaluations[target_k] if target_k is not None else None
-    verdict = None if mlperf_round is None else mlperf_verdict(events, goal, mlperf_round)
     if target_eval is not None:
         window = run[: window_ends[target_k] + 1]
         end_ms = target_eval.end_ms
@@ -399,7 +407,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
 
     launch = None if launch_ms is None or launch_wall is None else (launch_ms, launch_wall)
     clock = check_clock(run_start, window, tolerance, launch)
-    if backwards is not None and clock.trusted:
+    if backwards is not None and clock.trusted and verdict is None:
         clock.trusted = False
         clock.reason = (f"the program's timestamps go backwards: eval_accuracy at line {backwards.lineno} is "
                         f"timed before run_start or before an earlier evaluation")
@@ -516,10 +524,12 @@ def _group_evaluations(run: Sequence[MllogEvent], accuracy_events: list[tuple[in
     return out
 
 
-def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str) -> MlperfVerdict:
+def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
+                   malformed: Sequence[BadLine] = ()) -> MlperfVerdict:
     """MLPerf's verdict on a log of one of its benchmarks under the rules of ``round_`` (the module's docstring):
     what its summarizer counts as a converged run, from the checks that concern time and quality (run_stop's
-    status, the initialization limit, the target). The first run_start and the first run_stop after it."""
+    status, the initialization limit, the target), and a log that parses (its summarizer drops one with a
+    malformed record). The first run_start and the first run_stop after it."""
     start_i = next((i for i, e in enumerate(events) if e.key == C.RUN_START), None)
     run_start = events[start_i] if start_i is not None else None
     run_stop = None if start_i is None else next((e for e in events[start_i + 1:] if e.key == C.RUN_STOP), None)
@@ -532,7 +542,10 @@ def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str) -> Mlp
     target_met = any(goal.met(values) for _, values in _group_evaluations(events, accuracy, goal))
     status = run_stop.metadata.get(C.STATUS) if run_stop is not None else None
     reason = "the log has no run_start" if run_start is None else ""
-    if not reason and run_stop is None:
+    if not reason and malformed:
+        reason = (f"its log has {len(malformed)} malformed record(s) (first at line {malformed[0].lineno}: "
+                  f"{malformed[0].reason}): MLPerf's summarizer drops a log that does not parse")
+    elif not reason and run_stop is None:
         reason = "the log has no run_stop: the run did not finish"
     elif not reason and str(status).lower() != C.SUCCESS:
         reason = f"run_stop status {status!r}, not 'success'"

@@ -142,7 +142,7 @@ def time_log(config: TimeConfig) -> RunResult:
         raise DataError(f"--log {path}: no :::MLLOG records in it")
     task = task_of_log(events, config.task)
     if task is None:  # a log of an MLPerf benchmark: its metric, unit and target come from the table
-        against = mlperf_target(events, declared_benchmark(events) or "", config.round, path)
+        against = mlperf_target(events, declared_benchmark(events) or "", config.round, path, bad)
         if config.target is not None:
             raise ConfigError(f"--target: the target of MLPerf Training {against.round} {against.benchmark.name} is "
                               f"{against.goal.label} (daybreak/mlperf_benchmarks.py); --target applies to daybreak's "
@@ -166,7 +166,7 @@ def time_log(config: TimeConfig) -> RunResult:
         for e in events:
             rec.mllog_line(e.text)
         a = analyze(events, target=against.target, rules=config.rule_set, tolerance=None, unit=unit,  # type: ignore[arg-type]
-                    goal=against.goal, mlperf_round=against.round)
+                    goal=against.goal, mlperf_round=against.round, malformed=bad)
         total = None if a.first_time_ms is None else (a.last_time_ms - a.first_time_ms) / 1000.0
         rec.finish(a, bad, None, total_s=total, finished_at=_from_ms(a.last_time_ms) or datetime.now(timezone.utc))
     finally:

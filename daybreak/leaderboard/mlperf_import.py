@@ -325,7 +325,7 @@ def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
     run.target = goal.headline.target
     run.goal_label = goal.label
     run.analysis = analyze(events, target=goal.headline.target, rules="mlperf", tolerance=None, unit="fraction",
-                           goal=goal, mlperf_round=round_)
+                           goal=goal, mlperf_round=round_, malformed=bad)
     a = run.analysis
     if a.run_stop is not None:
         run.stop_ms = a.run_stop.time_ms
