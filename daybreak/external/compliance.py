@@ -169,6 +169,10 @@ def check_mllog(path: Path, *, round_option: str | None = None, ruleset_option: 
                 config_dir: Path | None = None) -> ComplianceResult:
     """The compliance checker on a run's mllog (or a log file): MLPerf's config for its benchmarks, daybreak's for
     its tasks (written to ``config_dir`` when given, else to a temporary folder)."""
+    chosen = _ruleset_of(ruleset_option) if ruleset_option is not None else None
+    round_given = normalize_round(round_option) if round_option is not None else None
+    if round_option is not None and round_given not in ROUNDS:
+        raise ConfigError(f"--round {round_option!r}: give an MLPerf Training round, one of {', '.join(ROUNDS)}")
     log = log_of(path)
     try:
         events, _ = parse_log(log.read_bytes(), any_value=True)
@@ -180,13 +184,10 @@ def check_mllog(path: Path, *, round_option: str | None = None, ruleset_option: 
     known = installed_rulesets()
     notes: list[str] = []
     if rounds_of(name):  # an MLPerf benchmark: its round's rules, as mlperf-logging ships them
-        if ruleset_option is not None:
-            rules = _ruleset_of(ruleset_option)
+        if chosen is not None:
+            rules = chosen
         else:
-            round_ = (normalize_round(round_option) if round_option else None) or round_in_path(log)
-            if round_option and round_ not in ROUNDS:
-                raise ConfigError(f"--round {round_option!r}: give an MLPerf Training round, one of "
-                                  f"{', '.join(ROUNDS)}")
+            round_ = round_given or round_in_path(log)
             if round_ is None:
                 round_ = rounds_of(name)[-1]
                 notes.append(f"the log names no round: checked by the rules of {round_}, the latest with {name} "
@@ -200,7 +201,7 @@ def check_mllog(path: Path, *, round_option: str | None = None, ruleset_option: 
     if not name.startswith(DAYBREAK_PREFIX):
         raise DataError(f"{log}: submission_benchmark {name[:60]!r} is neither an MLPerf Training benchmark nor a "
                         "daybreak task (daybreak_<task>): no checker configuration applies")
-    rules = _ruleset_of(ruleset_option) if ruleset_option else known[-1]
+    rules = chosen or known[-1]
     if config_dir is not None:
         top = write_config(config_dir, rules)
         return ComplianceResult(log, name, rules, f"daybreak's, {top}", run_checker(log, top, rules), notes)
