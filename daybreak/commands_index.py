@@ -30,6 +30,9 @@ COMMANDS: tuple[Command, ...] = (
             "import submissions, rank them, serve the leaderboard web site"),
     Command("time", "daybreak.external.commands",
             "time any framework's training program to the target accuracy from its MLPerf log (`-- CMD ...`)"),
+    Command("check-mllog", "daybreak.external.commands",
+            "run MLPerf's compliance checker (mlperf-logging) on a run's mllog: its round's rules for an MLPerf "
+            "benchmark's log, daybreak's checker configuration for daybreak's own tasks"),
     Command("infer", "daybreak.infer.commands",
             "measure inference latency (batch 1), throughput and cost of a run's checkpoint"),
     Command("throughput", "daybreak.sweep.commands",

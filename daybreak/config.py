@@ -83,7 +83,8 @@ class RunConfig(OptionModel):
     task: Annotated[str, Opt(
         "--task", "task name (see `daybreak tasks`)", parse=parse_text,
         commands=TRIAL | {"time"}, metavar="TASK",
-        help_in=(("time", "the task whose target applies (required; see `daybreak tasks`)"),))] = "digits"
+        help_in=(("time", "the task whose target applies (see `daybreak tasks`; with --log, default: the log's "
+                          "submission_benchmark, a daybreak task or an MLPerf benchmark)"),))] = "digits"
     recipe: Annotated[str | None, Opt(
         "--recipe", "a recipe name (default: the task's reference recipe; see `daybreak recipes`) or the path of your "
         "own recipe file (see examples/recipes/)", parse=parse_text, commands=TRIAL, metavar="NAME|FILE",

@@ -248,6 +248,7 @@ RUN_KINDS = {
     **SYSTEM_KINDS, "analyzed_on": "object?", "data_source": "text", "data_notes": "list", "data_notes.*": "text",
     "started_at": "datetime", "finished_at": "datetime?", "command": "list", "command.*": "text",
     "checkpoint": "text?", "author": "text?", "author_email": "text?", "optimizer": "text?",
+    "mlperf": "object?",  # `daybreak time --log` of an MLPerf benchmark's log only (runs_import refuses its task)
 }
 
 INFERENCE_KINDS = {

@@ -21,7 +21,7 @@ import pytest
 from daybreak.cli import main
 from daybreak.leaderboard.importer import import_paths
 from daybreak.leaderboard.mlperf_import import import_mlperf, mlperf_score
-from daybreak.leaderboard.mlperf_rules import benchmark_of
+from daybreak.mlperf_benchmarks import benchmark_of
 from daybreak.leaderboard.ranking import leaderboard
 from daybreak.leaderboard.site import Site
 from daybreak.leaderboard.store import Store
@@ -245,8 +245,7 @@ def test_each_runs_time_is_daybreak_times_reading(tree, store, tmp_path):
     import_mlperf(store, tree)
     n1 = by_source(store)["alpha_n1/resnet"]
     log = tree / "Alpha" / "results" / "alpha_n1" / "resnet" / "result_3.txt"
-    assert main(["time", "--task", "imagenet", "--target", "0.759", "--rules", "mlperf", "--log", str(log),
-                 "--out", str(tmp_path / "timed"), "-q"]) == 0
+    assert main(["time", "--rules", "mlperf", "--log", str(log), "--out", str(tmp_path / "timed"), "-q"]) == 0
     assert RunResult.load(tmp_path / "timed").time_to_target_s == n1.run_times[3] == 2400.0
 
 
@@ -315,16 +314,16 @@ def test_mlperf_loggings_own_summarizer_gives_the_same_scores(tree, store):
 # --- the scoring rule -------------------------------------------------------------------------------------------
 def test_score_rule():
     resnet, unet = benchmark_of("resnet", "v4.0"), benchmark_of("unet3d", "v4.0")
-    assert mlperf_score([5.0, 1.0, 3.0, 4.0, 2.0], 0, resnet, 5).seconds == 3.0
-    assert mlperf_score([1.0, 2.0, 3.0, 4.0], 1, resnet, 5).seconds == 3.0  # the failed one is the dropped slowest
-    assert mlperf_score([1.0, 2.0, 3.0], 2, resnet, 5).seconds is None  # two did not converge: invalid
-    assert mlperf_score([2.0, 3.0, 4.0], 0, resnet, 3).seconds is None  # too few files
-    assert mlperf_score([2.0, 3.0, 4.0, 5.0, 6.0], 0, resnet, 5, scaling_factor=1.5).seconds == 6.0
-    assert "too few" not in mlperf_score([1.0] * 6, 0, resnet, 6).why_not
+    assert mlperf_score([5.0, 1.0, 3.0, 4.0, 2.0], 0, resnet, 5, "v4.0").seconds == 3.0
+    assert mlperf_score([1.0, 2.0, 3.0, 4.0], 1, resnet, 5, "v4.0").seconds == 3.0  # the failed one: the slowest
+    assert mlperf_score([1.0, 2.0, 3.0], 2, resnet, 5, "v4.0").seconds is None  # two did not converge: invalid
+    assert mlperf_score([2.0, 3.0, 4.0], 0, resnet, 3, "v4.0").seconds is None  # too few files
+    assert mlperf_score([2.0, 3.0, 4.0, 5.0, 6.0], 0, resnet, 5, "v4.0", scaling_factor=1.5).seconds == 6.0
+    assert "too few" not in mlperf_score([1.0] * 6, 0, resnet, 6, "v4.0").why_not
     times = [float(t) for t in range(1, 41)]
-    assert mlperf_score(times, 0, unet, 40).seconds == sum(range(5, 37)) / 32  # 4 dropped at each end
-    assert mlperf_score(times[:36], 4, unet, 40).seconds == sum(range(5, 37)) / 32
-    assert mlperf_score(times[:35], 5, unet, 40).seconds is None
+    assert mlperf_score(times, 0, unet, 40, "v4.0").seconds == sum(range(5, 37)) / 32  # 4 dropped at each end
+    assert mlperf_score(times[:36], 4, unet, 40, "v4.0").seconds == sum(range(5, 37)) / 32
+    assert mlperf_score(times[:35], 5, unet, 40, "v4.0").seconds is None
     assert benchmark_of("bert", "v0.7").target("v0.7", 8192) == 0.706
     assert benchmark_of("bert", "v0.7").target("v0.7", 4096) == 0.712
     assert benchmark_of("ssd", "v1.0").board == "mlperf-ssd" and benchmark_of("ssd", "v4.0").board == "mlperf-retinanet"
@@ -353,7 +352,7 @@ def test_command_reports_each_problem_on_one_line(tree, tmp_path, capsys):
     assert any("alpha_n2/bert/result_9.txt: line" in p and "counted as a run that did not converge" in p
                for p in problems)
     assert any("beta_box/result_7.txt: a file directly under a system folder" in p for p in problems)
-    assert any("beta_box/maskrcnn: MLPerf benchmark 'maskrcnn' has no board" in p for p in problems)
+    assert any("beta_box/maskrcnn: 'maskrcnn' is not a benchmark of MLPerf Training v4.0" in p for p in problems)
     assert "(entry 5; not scored: 4 result files" in out
     assert out.strip().splitlines()[-1].startswith("imported MLPerf Training v4.0 into")
     assert "5 stored, 0 already stored, 3 skipped" in out

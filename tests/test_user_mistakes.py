@@ -83,6 +83,13 @@ MISTAKES: list[tuple[str, int, str]] = [
     ("time --task digits --log missing.log", 2, "--log missing.log: cannot read it"),
     ("time --task digits --log empty", 2, "--log empty: cannot read it"),
     ("time --task digits --log notes.txt", 2, "no :::MLLOG records"),
+    ("time --log notes.txt", 2, "no :::MLLOG records"),
+    ("time -- true", 2, "--task is required"),
+    # check-mllog
+    ("check-mllog missing-run", 2, "missing-run: no such file or run directory"),
+    ("check-mllog empty", 2, "empty: no mllog.log here"),
+    ("check-mllog notes.txt", 2, "the log names no submission_benchmark"),
+    ("check-mllog notes.txt --ruleset 9", 2, "--ruleset '9': give an mlperf-logging training ruleset"),
     ("time --task digits --grace-s nan -- true", 2, "'nan': must be a finite number"),
     ("time --task digits --clock-tolerance lots -- true", 2, "--clock-tolerance 'lots'"),
     ("time --task digits --out notes.txt/run -- true", 2, "notes.txt is not a directory"),

@@ -13,7 +13,7 @@ from daybreak.rules import DEFAULT_RULES, get_rules
 
 @dataclass
 class TimeConfig:
-    task: str
+    task: str | None  # None: the log's submission_benchmark names it (--log)
     command: list[str] = field(default_factory=list)  # the program and its arguments
     log: Path | None = None  # instead of a command: an existing mllog file
     target: float | None = None  # fraction or percent; default: the task's
@@ -30,6 +30,7 @@ class TimeConfig:
     author: str | None = None  # default: the log's submission_org, else the user name
     author_email: str = ""
     invocation: list[str] = field(default_factory=list)  # daybreak's own command line (recorded for --log)
+    round: str | None = None  # --round: the MLPerf Training round whose rules apply to an MLPerf benchmark's log
 
     @property
     def rule_set(self) -> str:

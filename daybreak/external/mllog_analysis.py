@@ -16,11 +16,21 @@ The phase timeline, in the program's own clock (``time_ms``), in seconds since t
   `daybreak run` writes (daybreak's conventions; mllog has no such keys).
 
 Each rule set reads that timeline with ``daybreak.rules.read_clock``. An evaluation ends at its
-``eval_accuracy`` line, or at its ``eval_stop`` when the accuracy is logged inside the interval. Time-to-target
-is the clock at the end of the first evaluation at or above the target after ``run_start``; under ``mlperf``,
-when the run then stops with ``run_stop`` status success, at ``run_stop``: MLPerf's own result, run_stop -
-run_start. MLPerf's figure is always measured from ``run_start``, as MLPerf reports it, even where the init
-before it took longer than the 20 minutes the rules allow; a warning then gives the rules' own reading.
+``eval_accuracy`` line, or at its ``eval_stop`` when the accuracy is logged inside the interval; a target of two
+metrics (Stable Diffusion's FID and CLIP, logged as two records of one ``samples_count``) is one evaluation once
+both are logged. The target is a ``Goal`` (daybreak.mlperf_benchmarks): each criterion in its metric's direction.
+
+Two readings of a log:
+
+* the **DAWNBench reading** (and, for daybreak's own tasks, MLPerf's clock too): the clock at the end of the first
+  evaluation that meets the target after ``run_start``, logged before ``run_stop`` and not timed after it (an
+  evaluation after the clock stopped, such as Stable Diffusion's offline ones, is not a crossing); for daybreak's
+  tasks under ``mlperf``, when the run then stops with ``run_stop`` status success, at ``run_stop``;
+* **MLPerf's verdict** on a log of one of its benchmarks (``mlperf_round`` given): reached when ``run_stop``
+  says ``success``, the initialization (first ``init_start`` to ``init_stop``) stayed under the round's limit, and
+  (closed division) some evaluation in the log met the round's target, as MLPerf's compliance checker requires;
+  the time is then run_stop - run_start, MLPerf's own. Aborted, cut off, too long an initialization: not reached,
+  whatever an evaluation crossed.
 """
 
 from __future__ import annotations
@@ -31,23 +41,28 @@ from typing import Any, Sequence
 
 from daybreak.errors import ConfigError
 from daybreak.external.mllog_clock import ClockCheck, Tolerance, check_clock
-from daybreak.external.mllog_reader import AccuracyUnit, Declared, MllogEvent, as_number, log_info, log_is_percent
+from daybreak.external.mllog_reader import (
+    AccuracyUnit, BadLine, Declared, MllogEvent, as_number, log_info, log_is_percent, quality_values,
+)
 from daybreak.metrics import TOP1, Metric
+from daybreak.mlperf_benchmarks import Goal, init_limit
 from daybreak.records.mllog import CHECKPOINT_START, CHECKPOINT_STOP, RECORD_PHASE, C
 from daybreak.rules import DEFAULT_RULES, RULE_SETS, ClockReading, Interval, RuleSet, get_rules, read_clock
 
 # Rule sets whose figure for an external program is MLPerf's reported result: from run_start, and, for a run that
-# stops with run_stop status success right after its target evaluation, to run_stop (run_stop - run_start), even
-# where the init before run_start exceeds the rules' 20 minutes (MLPerf's compliance checker does not check it,
-# and published results such as tinycorp's v4.0 ResNet runs have such inits): a warning says so.
+# stops with run_stop status success right after its target evaluation, to run_stop (run_stop - run_start). For a
+# log of daybreak's own tasks it is measured from run_start even where the init before it took longer than the
+# rules allow (a warning then gives the rules' own reading); on a log of an MLPerf benchmark such a run is not
+# MLPerf's result at all (MLPerf's verdict, below).
 MLPERF_RESULT = frozenset({"mlperf"})
+DAWNBENCH_READING = "dawnbench"
 
 
 # --- analysis ----------------------------------------------------------------------------------------------
 @dataclass
 class Evaluation:
     index: int  # 1-based, among evaluations after run_start
-    accuracy: float  # fraction
+    accuracy: float  # the headline metric's value: a fraction for daybreak's tasks, as logged for MLPerf's
     raw_value: float  # as logged
     time_ms: float  # the eval_accuracy line's timestamp
     end_ms: float  # when the evaluation counts as finished (its eval_stop when that is logged later)
@@ -60,6 +75,8 @@ class Evaluation:
     lineno: int
     wall: float | None
     clock_s: dict[str, float] = field(default_factory=dict)  # every rule set's clock at end_ms
+    values: dict[str | None, float] = field(default_factory=dict)  # each part of the goal (Stable Diffusion: FID, CLIP)
+    after_stop: bool = False  # timed after run_stop (an offline evaluation): not a crossing
 
 
 @dataclass
@@ -76,6 +93,21 @@ class RuleClock:
 
 
 @dataclass
+class MlperfVerdict:
+    """MLPerf's own verdict on a log of one of its benchmarks (see the module's docstring)."""
+
+    round: str
+    division: str
+    reached: bool
+    reason: str  # why not reached ("" when reached)
+    init_s: float | None  # first init_start to init_stop, as MLPerf's checker measures it
+    init_limit_s: float
+    init_limit_source: str
+    target_met: bool  # some evaluation in the log met the target (the checker's ATLEAST_ONE_CHECK)
+    time_s: float | None  # run_stop - run_start when reached
+
+
+@dataclass
 class Analysis:
     target: float
     rules: str  # the headline rule set (Evaluation.elapsed_s, time_to_target_s)
@@ -85,7 +117,7 @@ class Analysis:
     run_stop: MllogEvent | None
     init_s: float | None
     evaluations: list[Evaluation]
-    target_eval: Evaluation | None  # first evaluation at or above the target (whether or not trusted)
+    target_eval: Evaluation | None  # first evaluation meeting the target (the DAWNBench reading; trusted or not)
     train_s: float  # training phase seconds up to the target evaluation (or the end of the run)
     eval_s: float  # evaluation phase seconds up to the same instant
     clock: ClockCheck
@@ -103,14 +135,18 @@ class Analysis:
     timeline: list[Interval] = field(default_factory=list)
     clocks: dict[str, RuleClock] = field(default_factory=dict)  # every rule set's clock
     eval_intervals: int = 0  # eval_start..eval_stop intervals logged after run_start
+    metric: Metric = TOP1  # the headline metric (the goal's first criterion)
+    goal: Goal | None = None
+    mlperf: MlperfVerdict | None = None  # a log of an MLPerf benchmark: MLPerf's verdict
 
     @property
     def target_claimed(self) -> bool:
-        return self.target_eval is not None
+        return self.clocks.get(self.rules) is not None and self.clocks[self.rules].target_s is not None
 
     @property
     def reached(self) -> bool:
-        return self.target_eval is not None and self.clock.trusted
+        """Reached under the headline rule set, with timestamps that are trusted."""
+        return self.target_claimed and self.clock.trusted
 
     @property
     def time_to_target_s(self) -> float | None:
@@ -119,7 +155,7 @@ class Analysis:
 
     @property
     def best_accuracy(self) -> float | None:
-        return max((e.accuracy for e in self.evaluations), default=None)
+        return self.metric.best(e.accuracy for e in self.evaluations)
 
     @property
     def run_stop_status(self) -> str | None:
@@ -167,19 +203,25 @@ def _clock_value(seconds: float) -> float:
 
 def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT_RULES,
             tolerance: Tolerance | None = None, unit: AccuracyUnit = "auto",
-            launch_ms: float | None = None, launch_wall: float | None = None, metric: Metric = TOP1) -> Analysis:
+            launch_ms: float | None = None, launch_wall: float | None = None, metric: Metric = TOP1,
+            goal: Goal | None = None, mlperf_round: str | None = None, malformed: Sequence[BadLine] = ()) -> Analysis:
     """Phase timeline, evaluations, every rule set's clock and everything else the record needs, from the
     events in the order they were logged. ``rules``: the headline rule set (``Evaluation.elapsed_s``,
     ``time_to_target_s``); every rule set is computed. ``launch_ms``: when daybreak started the program, in the
     program's time_ms (live mode), else None; ``launch_wall``: the same instant by daybreak's wall clock.
     ``tolerance`` None skips the wall clock cross-check (``--log``); events without ``wall`` are not checked.
-    ``metric``: the task's, which says whether an evaluation reaches ``target`` (``Metric.reaches``).
+    ``metric`` and ``target``: a daybreak task's, which say whether an evaluation reaches it (``Metric.reaches``);
+    ``goal``, an MLPerf benchmark's target for its round (daybreak.mlperf_benchmarks), replaces them, and with
+    ``mlperf_round`` the mlperf figure is MLPerf's verdict on the log (``MlperfVerdict``), which ``malformed``
+    records (the reader's) make not reached.
     """
     try:
         headline = get_rules(rules).name
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    percent = log_is_percent(events, unit)
+    goal = goal or Goal.single(metric, target)
+    metric, target = goal.headline.metric, goal.headline.target
+    percent = log_is_percent(events, unit) if goal.parts == (None,) else False
     notes: list[str] = []
     warnings: list[str] = []
     info = log_info(events)
@@ -191,7 +233,8 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     init_s = _init_seconds(init_start, init_stop, run_start)
     times = [e.time_ms for e in events]
     base = dict(target=target, rules=headline, percent=percent, events=len(events), init_s=init_s,
-                first_time_ms=min(times, default=None), last_time_ms=max(times, default=None), **vars(info))
+                first_time_ms=min(times, default=None), last_time_ms=max(times, default=None), metric=metric,
+                goal=goal, **vars(info))
     if info.seed is None:
         notes.append("the log has no seed")
     if run_start is None:
@@ -200,11 +243,12 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
             notes.append(f"{ignored} eval_accuracy line(s) ignored: no run_start")
         end_ms = max(times, default=launch_ms)
         zero, timeline = _timeline(launch_ms, init_start, init_stop, None, end_ms, [], [], [])
-        clocks = _clocks(timeline, zero, end_ms=end_ms, target_eval=None, stop_ms=None, run_start_ms=None,
+        clocks = _clocks(timeline, zero, end_ms=end_ms, at={}, run_start_ms=None,
                          launch_ms=launch_ms, init_start=init_start, evaluations=[], eval_intervals=0)
+        verdict = None if mlperf_round is None else mlperf_verdict(events, goal, mlperf_round, malformed)
         return Analysis(run_start=None, run_stop=None, evaluations=[], target_eval=None, train_s=0.0, eval_s=0.0,
                         clock=ClockCheck(checked=False, trusted=True), notes=notes, warnings=warnings,
-                        zero_ms=zero, timeline=timeline, clocks=clocks, **base)
+                        zero_ms=zero, timeline=timeline, clocks=clocks, mlperf=verdict, **base)
 
     before = sum(1 for e in events[:rs_index] if e.key == C.EVAL_ACCURACY)
     if before:
@@ -270,28 +314,38 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     prev_cover = 0.0
     backwards: MllogEvent | None = None
     last_end = -math.inf
-    for k, (i, owner) in enumerate(accuracy_events, start=1):
-        e = run[i]
-        end_ms, last_i = e.time_ms, i
-        if owner is not None and intervals[owner][1] > end_ms:
-            end_ms = intervals[owner][1]
-            last_i = max(i, intervals[owner][3] if intervals[owner][3] is not None else i)
+    stop_time_ms = run_stop.time_ms if run_stop is not None else math.inf
+    for k, (members, values) in enumerate(_group_evaluations(run, accuracy_events, goal), start=1):
+        end_ms, last_i = -math.inf, 0
+        for i, owner in members:
+            end, last = run[i].time_ms, i
+            if owner is not None and intervals[owner][1] > end:
+                end = intervals[owner][1]
+                last = max(i, intervals[owner][3] if intervals[owner][3] is not None else i)
+            end_ms, last_i = max(end_ms, end), max(last_i, last)
+        e = run[members[-1][0]]
         if backwards is None and (end_ms < t0 or end_ms < last_end - 1000.0):
             backwards = e
         last_end = max(last_end, end_ms)
         cover = _covered(merged, end_ms)
         clock_s = {name: _clock_value(_read(rs, timeline, seconds(end_ms), seconds(t0))[0].seconds)
                    for name, rs in RULE_SETS.items()}
-        raw = float(e.value)
+        raw = values[goal.headline.part]
         epoch, epoch_known, samples = _epoch(e, info, k)
         bs = info.global_batch_size
         evaluations.append(Evaluation(
             index=k, accuracy=raw / 100.0 if percent else raw, raw_value=raw, time_ms=e.time_ms, end_ms=end_ms,
             elapsed_s=clock_s[headline], eval_s=max(cover - prev_cover, 0.0) / 1000.0, epoch=epoch,
             epoch_known=epoch_known, step=int(samples // bs) if samples is not None and bs else None,
-            samples_count=samples, lineno=e.lineno, wall=e.wall, clock_s=clock_s))
+            samples_count=samples, lineno=e.lineno, wall=e.wall, clock_s=clock_s,
+            values={p: (v / 100.0 if percent else v) for p, v in values.items()},
+            after_stop=max(run[i].time_ms for i, _ in members) > stop_time_ms))
         window_ends.append(last_i)
         prev_cover = max(prev_cover, cover)
+    offline = sum(1 for ev in evaluations if ev.after_stop)
+    if offline:
+        notes.append(f"{offline} evaluation(s) timed after run_stop (evaluated offline, as Stable Diffusion's "
+                     "checkpoints are): not crossings of the target")
     if any(not ev.epoch_known for ev in evaluations):
         notes.append("eval_accuracy without epoch_num (or samples_count with train_samples): epochs are counted "
                      "as evaluations")
@@ -302,8 +356,16 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
             + ": evaluation time could not be excluded under dawnbench (it counts as training there); log "
               "eval_start and eval_stop around each evaluation")
 
-    # the timing window: through the target evaluation, else the whole run
-    target_k = next((k for k, ev in enumerate(evaluations) if metric.reaches(ev.accuracy, target)), None)
+    # the DAWNBench reading: the first evaluation meeting the target, before the clock stopped
+    target_k = next((k for k, ev in enumerate(evaluations) if not ev.after_stop and goal.met(ev.values)), None)
+    verdict = None if mlperf_round is None else mlperf_verdict(events, goal, mlperf_round, malformed)
+    if verdict is not None and backwards is not None:
+        # MLPerf's verdict reads run_start and run_stop only; evaluations re-logged with earlier timestamps (some
+        # submitters' offline evaluations do so) leave no DAWNBench reading to trust
+        warnings.append(f"the evaluations' timestamps go backwards (eval_accuracy at line {backwards.lineno} is timed "
+                        "before run_start or an earlier evaluation): no DAWNBench reading is taken; MLPerf's verdict "
+                        "reads run_start and run_stop only")
+        target_k = None
     target_eval = evaluations[target_k] if target_k is not None else None
     if target_eval is not None:
         window = run[: window_ends[target_k] + 1]
@@ -314,28 +376,44 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     train_s = sum(max(0.0, min(e, end_ms) - s) for s, e in train) / 1000.0
     eval_s = _covered(merged, end_ms) / 1000.0
 
-    # MLPerf's result runs to run_stop when the run stops, successfully, right after its target evaluation
-    stop_ms = None
-    if (target_eval is not None and target_k == len(evaluations) - 1 and run_stop is not None
+    # where each rule set's clock stops at the target (absent: not reached under it)
+    at: dict[str, float] = {}
+    at_notes: dict[str, str] = {}
+    if target_eval is not None:
+        for name in RULE_SETS:
+            at[name] = target_eval.end_ms
+            at_notes[name] = "stops at the end of the first evaluation meeting the target"
+    if verdict is not None:  # MLPerf's own verdict replaces the reading of its clock
+        at.pop("mlperf", None)
+        at_notes.pop("mlperf", None)
+        if verdict.reached:
+            at["mlperf"] = run_stop.time_ms
+            at_notes["mlperf"] = ("stops at run_stop (status success): MLPerf's result, run_stop - run_start, "
+                                  f"under the rules of MLPerf Training {verdict.round}")
+    elif (target_eval is not None and target_k == len(evaluations) - 1 and run_stop is not None
             and str(run_stop.metadata.get(C.STATUS, "")).lower() == C.SUCCESS and run_stop.time_ms >= target_eval.end_ms):
-        stop_ms = run_stop.time_ms
-    clocks = _clocks(timeline, zero, end_ms=run_end_ms, target_eval=target_eval, stop_ms=stop_ms, run_start_ms=t0,
+        # MLPerf's result runs to run_stop when the run stops, successfully, right after its target evaluation
+        at["mlperf"] = run_stop.time_ms
+        at_notes["mlperf"] = ("stops at run_stop (status success) after the target evaluation: MLPerf's result, "
+                              "run_stop - run_start")
+    clocks = _clocks(timeline, zero, end_ms=run_end_ms, at=at, at_notes=at_notes, run_start_ms=t0,
                      launch_ms=launch_ms, init_start=init_start, evaluations=evaluations, eval_intervals=len(intervals),
-                     warnings=warnings)
+                     warnings=warnings if verdict is None else None)
     if target_eval is not None:  # the target row of the history says the time-to-target of each rule set
         for name, c in clocks.items():
-            target_eval.clock_s[name] = c.target_s
+            if c.target_s is not None:
+                target_eval.clock_s[name] = c.target_s
         target_eval.elapsed_s = target_eval.clock_s[headline]
 
     launch = None if launch_ms is None or launch_wall is None else (launch_ms, launch_wall)
     clock = check_clock(run_start, window, tolerance, launch)
-    if backwards is not None and clock.trusted:
+    if backwards is not None and clock.trusted and verdict is None:
         clock.trusted = False
         clock.reason = (f"the program's timestamps go backwards: eval_accuracy at line {backwards.lineno} is "
                         f"timed before run_start or before an earlier evaluation")
     return Analysis(run_start=run_start, run_stop=run_stop, evaluations=evaluations, target_eval=target_eval,
                     train_s=train_s, eval_s=eval_s, clock=clock, notes=notes, warnings=warnings, zero_ms=zero,
-                    timeline=timeline, clocks=clocks, eval_intervals=len(intervals), **base)
+                    timeline=timeline, clocks=clocks, eval_intervals=len(intervals), mlperf=verdict, **base)
 
 
 def _timeline(launch_ms: float | None, init_start: MllogEvent | None, init_stop: MllogEvent | None,
@@ -365,21 +443,17 @@ def _timeline(launch_ms: float | None, init_start: MllogEvent | None, init_stop:
     return zero, [Interval(phase, (s - zero) / 1000.0, (e - zero) / 1000.0) for phase, s, e in out]
 
 
-def _clocks(timeline: list[Interval], zero: float | None, *, end_ms: float | None, target_eval: Evaluation | None,
-            stop_ms: float | None, run_start_ms: float | None, launch_ms: float | None,
-            init_start: MllogEvent | None, evaluations: list[Evaluation], eval_intervals: int,
+def _clocks(timeline: list[Interval], zero: float | None, *, end_ms: float | None, at: dict[str, float],
+            run_start_ms: float | None, launch_ms: float | None, init_start: MllogEvent | None,
+            evaluations: list[Evaluation], eval_intervals: int, at_notes: dict[str, str] | None = None,
             warnings: list[str] | None = None) -> dict[str, RuleClock]:
-    """Every rule set's clock: at the target instant when an evaluation reached the target, else at ``end_ms``."""
+    """Every rule set's clock: at its target instant (``at``) where it reached the target, else at ``end_ms``.
+    ``warnings`` None: no warning about an initialization longer than the rules allow (MLPerf's verdict on an
+    MLPerf benchmark's log says it instead)."""
     out: dict[str, RuleClock] = {}
     for name, rs in RULE_SETS.items():
-        notes: list[str] = []
-        at_ms = target_eval.end_ms if target_eval is not None else end_ms
-        if name in MLPERF_RESULT and stop_ms is not None:
-            at_ms = stop_ms
-            notes.append("stops at run_stop (status success) after the target evaluation: MLPerf's result, "
-                         "run_stop - run_start")
-        elif target_eval is not None:
-            notes.append("stops at the end of the first evaluation at or above the target")
+        notes: list[str] = [at_notes[name]] if at_notes and name in at_notes else []
+        at_ms = at.get(name, end_ms)
         if zero is None or at_ms is None:
             out[name] = RuleClock(rules=name, start_s=0.0, at_s=0.0, clock_s=0.0, target_s=None, notes=notes)
             continue
@@ -399,19 +473,19 @@ def _clocks(timeline: list[Interval], zero: float | None, *, end_ms: float | Non
             notes.insert(0, "starts at run_start (initialization before it is excluded)")
         notes.extend(reading.notes)
         clock_s = _clock_value(reading.seconds)
-        if by_the_rules is not None:
+        if by_the_rules is not None and warnings is not None:
             ruled = _clock_value(by_the_rules.seconds)
             notes.extend(by_the_rules.notes)
             note = (f"the program's initialization before run_start took {run_start_s - timeline[0].start_s:.1f} s, "
-                    f"more than the {rs.title} rules allow before the clock ({(rs.max_init_excluded_s or 0) / 60:g} "
-                    f"minutes; MLPerf's compliance checker does not check it): the {name} figures are MLPerf's "
-                    f"reported result, from run_start; started at the limit, the clock would read {ruled:.3f} s")
+                    f"more than the {(rs.max_init_excluded_s or 0) / 60:g} minutes the {rs.title} rules allow before "
+                    f"the clock (MLPerf's compliance checker rejects such a run): the {name} figures are measured "
+                    f"from run_start, as MLPerf reports a run; started at the limit, the clock would read {ruled:.3f} s")
             notes.append(note)
-            if warnings is not None and note not in warnings:
+            if note not in warnings:
                 warnings.append(note)
         out[name] = RuleClock(
             rules=name, start_s=_clock_value(reading.start_s), at_s=_clock_value(reading.at_s), clock_s=clock_s,
-            target_s=clock_s if target_eval is not None else None,
+            target_s=clock_s if name in at else None,
             excluded_s={k: _clock_value(v) for k, v in reading.excluded_s.items()}, notes=notes)
     return out
 
@@ -425,6 +499,70 @@ def _read(rules: RuleSet, timeline: list[Interval], at_s: float,
         return reading, None
     reported = replace(reading, start_s=run_start_s, seconds=max(0.0, at_s - run_start_s), notes=())
     return reported, reading
+
+
+def _group_evaluations(run: Sequence[MllogEvent], accuracy_events: list[tuple[int, int | None]],
+                       goal: Goal) -> list[tuple[list[tuple[int, int | None]], dict[str | None, float]]]:
+    """The evaluations of a run: (its eval_accuracy records, the goal's values they hold). A one-metric goal: each
+    record is one evaluation. A goal of several parts: the records of one ``samples_count`` (else ``epoch_num``,
+    else consecutive records) make one evaluation once every part is there, as MLPerf's checker aggregates Stable
+    Diffusion's FID and CLIP; a record holding none of the parts is not an evaluation."""
+    out: list[tuple[list[tuple[int, int | None]], dict[str | None, float]]] = []
+    pending: dict[Any, tuple[list[tuple[int, int | None]], dict[str | None, float]]] = {}
+    for i, owner in accuracy_events:
+        values = quality_values(run[i], goal.parts)
+        if not values:
+            continue
+        md = run[i].metadata
+        step = md.get(C.SAMPLES_COUNT, md.get(C.EPOCH_NUM))
+        key = step if isinstance(step, (int, float)) and not isinstance(step, bool) else None
+        members, got = pending.setdefault(key, ([], {}))
+        members.append((i, owner))
+        got.update(values)
+        if all(p in got for p in goal.parts):
+            out.append(pending.pop(key))
+    return out
+
+
+def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
+                   malformed: Sequence[BadLine] = ()) -> MlperfVerdict:
+    """MLPerf's verdict on a log of one of its benchmarks under the rules of ``round_`` (the module's docstring):
+    what its summarizer counts as a converged run, from the checks that concern time and quality (run_stop's
+    status, the initialization limit, the target), and a log that parses (its summarizer drops one with a
+    malformed record). The first run_start and the first run_stop after it."""
+    start_i = next((i for i, e in enumerate(events) if e.key == C.RUN_START), None)
+    run_start = events[start_i] if start_i is not None else None
+    run_stop = None if start_i is None else next((e for e in events[start_i + 1:] if e.key == C.RUN_STOP), None)
+    division = str(log_info(events).submission.get(C.SUBMISSION_DIVISION) or C.CLOSED).strip().lower()
+    limit = init_limit(round_, division)
+    stop = next((i for i, e in enumerate(events) if e.key == C.INIT_STOP), None)
+    starts = [e.time_ms for e in events[:stop] if e.key == C.INIT_START] if stop is not None else []
+    init_ms = events[stop].time_ms - min(starts) if starts else None
+    accuracy = [(i, None) for i, e in enumerate(events) if e.key == C.EVAL_ACCURACY]
+    target_met = any(goal.met(values) for _, values in _group_evaluations(events, accuracy, goal))
+    status = run_stop.metadata.get(C.STATUS) if run_stop is not None else None
+    reason = "the log has no run_start" if run_start is None else ""
+    if not reason and malformed:
+        reason = (f"its log has {len(malformed)} malformed record(s) (first at line {malformed[0].lineno}: "
+                  f"{malformed[0].reason}): MLPerf's summarizer drops a log that does not parse")
+    elif not reason and run_stop is None:
+        reason = "the log has no run_stop: the run did not finish"
+    elif not reason and str(status).lower() != C.SUCCESS:
+        reason = f"run_stop status {status!r}, not 'success'"
+    elif not reason and run_stop.time_ms <= run_start.time_ms:
+        reason = "run_stop is not after run_start"
+    elif not reason and init_ms is not None and init_ms >= limit.seconds * 1000.0:
+        reason = (f"its initialization took {init_ms / 60000:.1f} minutes (first init_start to init_stop), not less than "
+                  f"the {limit.text} MLPerf Training {round_} allows in the {division} division: MLPerf's compliance "
+                  "checker rejects the run and its summarizer counts it as not converged")
+    elif not reason and division != C.OPEN and not target_met:
+        reason = f"no evaluation in the log met the target {goal.label}"
+    reached = not reason
+    time_s = _clock_value((run_stop.time_ms - run_start.time_ms) / 1000.0) if reached else None
+    return MlperfVerdict(round=round_, division=division, reached=reached, reason=reason,
+                         init_s=None if init_ms is None else init_ms / 1000.0,
+                         init_limit_s=limit.seconds, init_limit_source=limit.source, target_met=target_met,
+                         time_s=time_s)
 
 
 def _epoch(e: MllogEvent, info: Declared, index: int) -> tuple[float, bool, float | None]:

@@ -7,8 +7,11 @@ stream for the target. What the events add up
 to is daybreak.external.mllog_analysis (``analyze``), the clock cross-check daybreak.external.mllog_clock and the
 run's status daybreak.external.mllog_verdict (``verdict``).
 
-Accuracy values may be fractions or percents: with ``unit="auto"`` a log whose ``eval_accuracy`` values include
-one above 1 is read as percent throughout, otherwise as fractions.
+For daybreak's own tasks, accuracy values may be fractions or percents: with ``unit="auto"`` a log whose
+``eval_accuracy`` values include one above 1 is read as percent throughout, otherwise as fractions. An MLPerf
+benchmark's log is read with ``any_value=True``: its ``eval_accuracy`` is whatever its metric is (a loss, a log
+perplexity, an FID, or an object of two mAPs), in the unit its definition gives (daybreak.mlperf_benchmarks), never
+converted.
 """
 
 from __future__ import annotations
@@ -60,11 +63,14 @@ class BadLine:
     text: str
 
 
-def parse_line(line: str, lineno: int, wall: float | None = None) -> tuple[list[MllogEvent], list[BadLine]]:
+def parse_line(line: str, lineno: int, wall: float | None = None, *,
+               any_value: bool = False) -> tuple[list[MllogEvent], list[BadLine]]:
     """Every ``:::MLLOG {json}`` record in one line of output, wherever it starts (as mlperf's parser allows).
 
     A record that is not a JSON object with a string ``key`` and a numeric ``time_ms``, has text after its JSON,
-    or is an ``eval_accuracy`` whose value is not a number in [0, 100], is reported as a ``BadLine``.
+    or is an ``eval_accuracy`` whose value is not a number in [0, 100], is reported as a ``BadLine``. With
+    ``any_value`` (an MLPerf benchmark's log) an ``eval_accuracy`` may be any finite number, or an object of finite
+    numbers (Mask R-CNN's ``{"BBOX": ..., "SEGM": ...}``).
     """
     events: list[MllogEvent] = []
     bad: list[BadLine] = []
@@ -86,7 +92,7 @@ def parse_line(line: str, lineno: int, wall: float | None = None) -> tuple[list[
         if trailing.strip():
             bad.append(BadLine(lineno, "text after the JSON record", line.strip()))
         else:
-            event, reason = _event(obj, lineno, text, wall)
+            event, reason = _event(obj, lineno, text, wall, any_value)
             if event is not None:
                 events.append(event)
             else:
@@ -95,7 +101,7 @@ def parse_line(line: str, lineno: int, wall: float | None = None) -> tuple[list[
     return events, bad
 
 
-def parse_log(data: bytes) -> tuple[list[MllogEvent], list[BadLine]]:
+def parse_log(data: bytes, *, any_value: bool = False) -> tuple[list[MllogEvent], list[BadLine]]:
     """Every record of a whole log file (``parse_line`` on each line, numbered from 1; the bytes are read as UTF-8,
     an undecodable byte as U+FFFD): what `daybreak time --log` and `daybreak leaderboard import-mlperf` read."""
     events: list[MllogEvent] = []
@@ -104,7 +110,7 @@ def parse_log(data: bytes) -> tuple[list[MllogEvent], list[BadLine]]:
     if lines and lines[-1] == b"":
         lines.pop()
     for n, raw in enumerate(lines, start=1):
-        e, b = parse_line(raw.decode("utf-8", errors="replace"), n)
+        e, b = parse_line(raw.decode("utf-8", errors="replace"), n, any_value=any_value)
         events.extend(e)
         bad.extend(b)
     return events, bad
@@ -125,7 +131,7 @@ def as_number(x: Any) -> float | None:
     return None
 
 
-def _event(obj: Any, lineno: int, text: str, wall: float | None) -> tuple[MllogEvent | None, str]:
+def _event(obj: Any, lineno: int, text: str, wall: float | None, any_value: bool) -> tuple[MllogEvent | None, str]:
     if not isinstance(obj, dict):
         return None, "not a JSON object"
     key = obj.get("key")
@@ -140,7 +146,11 @@ def _event(obj: Any, lineno: int, text: str, wall: float | None) -> tuple[MllogE
     if not isinstance(metadata, dict):
         return None, "'metadata' is not an object"
     value = obj.get("value")
-    if key == C.EVAL_ACCURACY:
+    if key == C.EVAL_ACCURACY and any_value:
+        value = _quality_value(value)
+        if value is None:
+            return None, f"eval_accuracy value {obj.get('value')!r} is not a number (or an object of numbers)"
+    elif key == C.EVAL_ACCURACY:
         v = as_number(value) if not isinstance(value, str) else None
         if v is None or not 0.0 <= v <= 100.0:
             return None, f"eval_accuracy value {value!r} is not a number in [0, 100]"
@@ -151,6 +161,27 @@ def _event(obj: Any, lineno: int, text: str, wall: float | None) -> tuple[MllogE
                       event_type=event_type if isinstance(event_type, str) else C.POINT_IN_TIME,
                       metadata=metadata, namespace=namespace if isinstance(namespace, str) else "",
                       lineno=lineno, text=text, wall=wall), ""
+
+
+def _quality_value(value: Any) -> float | dict[str, float] | None:
+    """An MLPerf evaluation's value: a finite number, or an object whose values are all finite numbers."""
+    if isinstance(value, dict):
+        numbers = {str(k): as_number(v) if not isinstance(v, str) else None for k, v in value.items()}
+        return numbers if numbers and all(v is not None for v in numbers.values()) else None  # type: ignore[return-value]
+    return as_number(value) if not isinstance(value, str) else None
+
+
+def quality_values(event: MllogEvent, parts: Sequence[str | None]) -> dict[str | None, float]:
+    """The values of ``parts`` one eval_accuracy record holds: ``{None: value}`` for a one-metric target; for a
+    target of several, the part its metadata ``metric`` names (Stable Diffusion logs FID and CLIP as two records)
+    or the parts of an object value (Mask R-CNN's one record of both mAPs)."""
+    value = event.value
+    if isinstance(value, dict):
+        return {p: float(value[p]) for p in parts if p in value}
+    if tuple(parts) == (None,):
+        return {None: float(value)}
+    named = event.metadata.get("metric")
+    return {named: float(value)} if named in parts else {}
 
 
 # --- accuracy units ----------------------------------------------------------------------------------------
@@ -189,7 +220,7 @@ def log_is_percent(events: Sequence[MllogEvent], unit: AccuracyUnit = "auto") ->
         return True
     if unit == "fraction":
         return False
-    return any(e.key == C.EVAL_ACCURACY and float(e.value) > 1.0 for e in events)
+    return any(e.key == C.EVAL_ACCURACY and isinstance(e.value, (int, float)) and float(e.value) > 1.0 for e in events)
 
 
 # --- what the log declares ---------------------------------------------------------------------------------

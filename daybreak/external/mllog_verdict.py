@@ -36,8 +36,10 @@ def describe_exit(returncode: int) -> str:
 
 def verdict(a: Analysis, end: ProgramEnd | None, *, bad_lines: Sequence[BadLine] = (),
             where: str = "program.log") -> tuple[str, str | None]:
-    """(status, message) for the record. ``end`` None: read from a log file after the fact."""
-    pct = lambda x: "-" if x is None else f"{x * 100:.2f}%"  # noqa: E731
+    """(status, message) for the record. ``end`` None: read from a log file after the fact. Values are shown as
+    the target's metric defines them (a percent, a loss, a score)."""
+    fmt = a.metric.format
+    below = f"{fmt(a.best_accuracy)} {'<' if a.metric.higher_is_better else '>'} {fmt(a.target)}"
     crashed = end is not None and not end.stopped_by_daybreak and end.returncode not in (0, None)
     parts: list[str] = []
     interrupted = end.interrupted if end is not None else None
@@ -61,17 +63,23 @@ def verdict(a: Analysis, end: ProgramEnd | None, *, bad_lines: Sequence[BadLine]
             parts.append(f"the program {describe_exit(end.returncode)} after reaching the target")
     elif interrupted:
         status = "interrupted"
-        parts.append(f"{interrupted} before the target was reached (best {pct(a.best_accuracy)})")
+        parts.append(f"{interrupted} before the target was reached (best {fmt(a.best_accuracy)})")
     elif crashed:
         status = "failed"
-        parts.append(f"the program {describe_exit(end.returncode)} before reaching the target "
-                     f"(best {pct(a.best_accuracy)} < {pct(a.target)})")
+        parts.append(f"the program {describe_exit(end.returncode)} before reaching the target (best {below})")
     else:
         status = "not_reached"
-        if not a.evaluations:
+        if a.mlperf is not None and a.rules == "mlperf":
+            parts.append(f"not MLPerf's result: {a.mlperf.reason}")
+        elif a.mlperf is not None and a.target_eval is None and a.mlperf.reached:
+            parts.append(f"no evaluation before run_stop met the target {a.goal.label if a.goal else ''} (MLPerf's "
+                         "verdict, --rules mlperf: reached)")
+        elif not a.evaluations:
             parts.append("the program logged no eval_accuracy after run_start")
+        elif a.goal is not None and len(a.goal.criteria) > 1:
+            parts.append(f"no evaluation met the target {a.goal.label}")
         else:
-            parts.append(f"the program ended below the target: best {pct(a.best_accuracy)} < {pct(a.target)}")
+            parts.append(f"the program ended below the target: best {below}")
         if a.run_stop is None and end is None:
             parts.append("the log has no run_stop (cut off?)")
     if bad_lines:

@@ -9,18 +9,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from daybreak.external.benchmark import TimedAgainst
 from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_analysis import Analysis
 from daybreak.external.mllog_reader import BadLine
 from daybreak.external.mllog_verdict import ProgramEnd, verdict
 from daybreak.measure.system import SystemInfo, system_info
+from daybreak.mlperf_benchmarks import ruleset
 from daybreak.pricing import cost_usd
 from daybreak.records.mllog import C
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.external import ExternalRecord, MalformedRecord
 from daybreak.records.mllog import MLLOG_FILE
-from daybreak.records.run import ClockFigure, EpochRecord, PhaseInterval, RunResult
-from daybreak.rules import MLPERF
+from daybreak.records.run import ClockFigure, EpochRecord, MlperfCriterion, MlperfReading, PhaseInterval, RunResult
+from daybreak.rules import DAWNBENCH, MLPERF
 
 
 PROGRAM_LOG = "program.log"
@@ -30,8 +32,10 @@ PROGRAM_LOG = "program.log"
 class ExternalRecorder:
     """Writes result.json + DAWNBench files (atomically), mllog.log and program.log (appended line by line)."""
 
-    def __init__(self, run_dir: Path, result: RunResult, config: TimeConfig, *, mode: str, task_target: float):
+    def __init__(self, run_dir: Path, result: RunResult, config: TimeConfig, *, mode: str, task_target: float,
+                 against: TimedAgainst):
         self.run_dir = Path(run_dir)
+        self.against = against
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.result = result
         self.config = config
@@ -114,7 +118,7 @@ class ExternalRecorder:
         r.seed = a.seed if a.seed is not None else 0  # the record's seed is an int: "the log has no seed" says so
         r.global_batch_size = a.global_batch_size
         self._apply_system(a)
-        r.history = [self._epoch_record(ev) for ev in a.evaluations]
+        r.history = [self._epoch_record(ev, a) for ev in a.evaluations]
         r.final_accuracy = a.evaluations[-1].accuracy if a.evaluations else None
         r.best_accuracy = a.best_accuracy
         r.init_s = a.init_s
@@ -123,17 +127,18 @@ class ExternalRecorder:
         r.rules = a.rules
         r.phases = [PhaseInterval(phase=i.phase, start_s=round(i.start_s, 6), end_s=round(i.end_s, 6))
                     for i in a.timeline]
-        r.clocks = {name: ClockFigure(rules=name, time_to_target_s=c.target_s if a.reached else None,
+        r.clocks = {name: ClockFigure(rules=name, time_to_target_s=c.target_s if a.clock.trusted else None,
                                       clock_s=c.clock_s, start_s=c.start_s, excluded_s=dict(c.excluded_s),
                                       notes=list(c.notes))
                     for name, c in a.clocks.items()}
         t = a.target_eval if a.reached else None
-        r.reached = t is not None
+        r.reached = a.reached
         r.time_to_target_s = a.time_to_target_s
         r.epochs_to_target = t.epoch if t else None
         r.steps_to_target = t.step if t else None
         r.cost_usd = cost_usd(r.time_to_target_s, r.cost_per_hour)
-        notes = list(a.notes) + self.extra_notes
+        r.mlperf = self._mlperf_reading(a)
+        notes = list(a.notes) + list(self.against.notes) + self.extra_notes
         if self.mode == "log":
             notes.append("timestamps read from a log file after the fact: not cross-checked against a wall clock")
         r.data_notes = notes
@@ -141,6 +146,8 @@ class ExternalRecorder:
         reasons = []
         if r.target != self.task_target:
             reasons.append(f"target {r.target:.4f} differs from the task's {self.task_target:.4f}")
+        if a.mlperf is not None and a.mlperf.division != "closed":
+            reasons.append(f"the log's division is {a.mlperf.division!r}, not closed")
         if self.mode == "log":
             reasons.append("timestamps from a log file, not cross-checked against a wall clock")
         if not a.clock.trusted:
@@ -148,13 +155,33 @@ class ExternalRecorder:
         r.unofficial_reasons = reasons
         r.official = not reasons
 
-    def _epoch_record(self, ev: Any) -> EpochRecord:
-        """One evaluation. The log has one accuracy: it fills the task's metric column only (top1 or top5)."""
+    def _epoch_record(self, ev: Any, a: Analysis) -> EpochRecord:
+        """One evaluation. The log's values fill the target's metric columns only, under their own names (top1 or
+        top5; eval_loss; fid and clip), never another metric's."""
         metric = self.result.metric
+        named = {c.metric.name: ev.values[c.part] for c in (a.goal.criteria if a.goal else ()) if c.part in ev.values}
         return EpochRecord(epoch=ev.epoch, step=ev.step or 0, elapsed_s=ev.elapsed_s, clock_s=dict(ev.clock_s),
                            accuracy=ev.accuracy, top1=ev.accuracy if metric == "top1" else None,
-                           top5=ev.accuracy if metric == "top5" else None, metrics={metric: ev.accuracy},
+                           top5=ev.accuracy if metric == "top5" else None, metrics=named or {metric: ev.accuracy},
                            eval_s=ev.eval_s)
+
+    def _mlperf_reading(self, a: Analysis) -> MlperfReading | None:
+        """MLPerf's verdict and the DAWNBench reading of a log of an MLPerf benchmark, with the rules' source."""
+        v, b = a.mlperf, self.against.benchmark
+        if v is None or b is None or a.goal is None:
+            return None
+        dawnbench = a.clocks.get(DAWNBENCH.name)
+        span = b.span(v.round)
+        return MlperfReading(
+            benchmark=b.name, title=b.title, round=v.round, round_from=self.against.round_from, division=v.division,
+            criteria=[MlperfCriterion(metric=c.metric.name, part=c.part, target=c.target,
+                                      higher_is_better=c.metric.higher_is_better, unit=c.metric.unit, label=c.label)
+                      for c in a.goal.criteria],
+            rules_source=span.source.replace("<round>", ruleset(v.round)) if span else "",
+            run_stop_status=a.run_stop_status, init_s=v.init_s, init_limit_s=v.init_limit_s,
+            init_limit_source=v.init_limit_source, reached=v.reached, reason=v.reason or None, time_s=v.time_s,
+            target_met=v.target_met, dawnbench_reached=a.target_eval is not None and a.clock.trusted,
+            dawnbench_time_s=dawnbench.target_s if dawnbench is not None and a.clock.trusted else None)
 
     def _apply_system(self, a: Analysis) -> None:
         """The system the program ran on. Live: this machine, measured, with what the program declared kept
@@ -186,8 +213,11 @@ class ExternalRecorder:
         if status != "reached":
             r.reached = False
             r.time_to_target_s = r.epochs_to_target = r.steps_to_target = r.cost_usd = None
-            for figure in r.clocks.values():
-                figure.time_to_target_s = None
+            # an MLPerf benchmark's log keeps each rule set's own reading (MLPerf's verdict and the DAWNBench
+            # reading can differ); otherwise no figure stands for a run that did not reach its target
+            if r.mlperf is None or status != "not_reached":
+                for figure in r.clocks.values():
+                    figure.time_to_target_s = None
         r.total_s = total_s
         r.finished_at = finished_at
         self.save()

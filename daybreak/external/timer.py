@@ -30,6 +30,7 @@ from daybreak.errors import ConfigError, DataError
 from daybreak.external.child import (
     ProcessGroup, Terminal, TimingTerminated, install_signal_handlers, read_pipe, restore_signal_handlers,
 )
+from daybreak.external.benchmark import TimedAgainst, declared_benchmark, mlperf_target, task_of_log
 from daybreak.external.mllog_analysis import Analysis, analyze
 from daybreak.external.mllog_reader import ACCURACY_UNITS, BadLine, MllogEvent, TargetWatch, parse_line, parse_log
 from daybreak.external.config import TimeConfig
@@ -37,6 +38,7 @@ from daybreak.external.mllog_verdict import ProgramEnd, describe_exit
 from daybreak.external.recorder import ExternalRecorder
 from daybreak.measure.system import SystemInfo, system_info
 from daybreak.metrics import get_metric
+from daybreak.mlperf_benchmarks import Goal
 from daybreak.pricing import resolve_price
 from daybreak.records.mllog import CHECKPOINT_STOP, C
 from daybreak.records.run import EXTERNAL_ENERGY, EXTERNAL_RECIPE, ClockRules, EnergyRecord, RunResult
@@ -50,17 +52,26 @@ _SAME_CLOCK_SLACK_MS = 1000.0  # time_ms this close to daybreak's wall clock is 
 _RECORD_KEYS = {C.RUN_START, C.RUN_STOP, C.EVAL_ACCURACY, C.EVAL_STOP, C.INIT_STOP, CHECKPOINT_STOP}
 
 
-def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
+def _clock_rules(config: TimeConfig, mode: str, against: TimedAgainst) -> ClockRules:
     """What the headline clock counts, in words that name the rule set (every rule set is in ``clocks``)."""
     rules = get_rules(config.rule_set)
     timer = ("the program's own mllog time_ms, cross-checked against daybreak's wall clock (time.time at each "
              f"line's arrival, tolerance {config.tolerance})" if mode == "command"
              else "the program's own mllog time_ms, read from a log file: not cross-checked against a wall clock")
     named = f"{rules.title} rules (--rules {rules.name})"
+    if rules.contiguous and against.benchmark is not None:  # MLPerf's own verdict on its benchmark's log
+        return ClockRules(
+            starts=f"{named}: at the log's run_start (initialization before it excluded, if it stayed under the "
+                   f"limit of MLPerf Training {against.round})",
+            init_excluded=True, eval_included=True, checkpoint_included=True,
+            stops=f"{named}: at run_stop when its status is success, the initialization stayed under the round's "
+                  "limit and (closed division) an evaluation met the target: MLPerf's result, run_stop - run_start; "
+                  "otherwise not reached, whatever an evaluation crossed",
+            device_synchronized=False, timer=timer)
     if rules.contiguous:  # MLPerf: from run_start, never paused
         return ClockRules(
             starts=f"{named}: at the program's run_start mllog event (its init before run_start is excluded, up "
-                   "to 20 minutes)",
+                   f"to {(rules.max_init_excluded_s or 0) / 60:g} minutes)",
             init_excluded=True, eval_included=True, checkpoint_included=True,
             stops=f"{named}: at run_stop when the run stops with status success right after its target evaluation "
                   "(MLPerf's result, run_stop - run_start), else at the end of the first evaluation at or above the "
@@ -72,15 +83,21 @@ def _clock_rules(config: TimeConfig, mode: str) -> ClockRules:
                                "at the log's init_start (the program's init and data loading count; at run_start "
                                "when the log has no init_start)"),
         init_excluded=False, eval_included=False, checkpoint_included=False,
-        stops=f"{named}: at the end of the first evaluation at or above the target; eval_start..eval_stop and "
-              "checkpoint_start..checkpoint_stop intervals are excluded",
+        stops=f"{named}: at the end of the first evaluation meeting the target ({against.goal.label}), logged "
+              "before run_stop; eval_start..eval_stop and checkpoint_start..checkpoint_stop intervals are excluded",
         device_synchronized=False, timer=timer)
 
 
-def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunResult, Path, float]:
+def task_target(task_name: str, target: float | None) -> TimedAgainst:
+    """A daybreak task's target: ``--target``, else the task's."""
+    task = get_task(task_name)
+    return TimedAgainst(task=task.name, goal=Goal.single(task.metric, task.target if target is None else target),
+                        default_target=task.target)
+
+
+def _prepare(config: TimeConfig, mode: str, started_at: datetime,
+             against: TimedAgainst) -> tuple[RunResult, Path, float]:
     """Check everything a user can get wrong; build the initial record. Nothing is written yet."""
-    task = get_task(config.task)
-    target = task.target if config.target is None else config.target
     price, instance, price_date = resolve_price(config.cost_per_hour, config.instance, config.price_file)
     if not (config.grace_s >= 0 and config.grace_s != float("inf")):
         raise ConfigError(f"--grace-s {config.grace_s}: must be a finite number of seconds >= 0")
@@ -90,15 +107,16 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
         rules = config.rule_set
     except ValueError as e:
         raise ConfigError(f"--rules: {e}") from None
-    out = config.out or default_run_dir(task.name, RECIPE, started_at)
+    out = config.out or default_run_dir(against.task.replace(":", "-"), RECIPE, started_at)
     check_out_dir(out)
     config.out = out
     result = RunResult(
-        run_id=out.name, task=task.name, recipe=RECIPE, model="external", framework="unknown", metric=task.metric.name,
-        target=target, target_is_default=target == task.target, official=True, hyperparameters={}, seed=0,
+        run_id=out.name, task=against.task, recipe=RECIPE, model="external", framework="unknown",
+        metric=against.metric.name, target=against.target, target_is_default=against.target == against.default_target,
+        official=True, hyperparameters={}, seed=0,
         device="external", amp="unknown", compile=False, threads=None, stop_at_target=config.stop_at_target,
         eval_every_epochs=None, eval_every_steps=None, cost_per_hour=price, instance=instance,
-        price_date=price_date, clock=_clock_rules(config, mode), rules=rules,
+        price_date=price_date, clock=_clock_rules(config, mode, against), rules=rules,
         energy=EnergyRecord(unavailable={kind: EXTERNAL_ENERGY for kind in ("gpu", "cpu_package", "dram")}),
         # live: the program runs on this machine; --log: on whatever the log declares (filled in by ``apply``)
         system=system_info() if mode == "command" else SystemInfo.declared(None),
@@ -107,7 +125,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime) -> tuple[RunRe
         started_at=started_at,
         command=list(config.command) if mode == "command" else list(config.invocation),
     )
-    return result, out, task.target
+    return result, out, against.default_target
 
 
 # --- --log FILE --------------------------------------------------------------------------------------------
@@ -119,17 +137,36 @@ def time_log(config: TimeConfig) -> RunResult:
         data = path.read_bytes()
     except OSError as e:
         raise DataError(f"--log {path}: cannot read it ({e.strerror or e})") from None
-    events, bad = parse_log(data)
+    events, bad = parse_log(data, any_value=True)
     if not events and not bad:
         raise DataError(f"--log {path}: no :::MLLOG records in it")
+    task = task_of_log(events, config.task)
+    if task is None:  # a log of an MLPerf benchmark: its metric, unit and target come from the table
+        against = mlperf_target(events, declared_benchmark(events) or "", config.round, path, bad)
+        if config.target is not None:
+            raise ConfigError(f"--target: the target of MLPerf Training {against.round} {against.benchmark.name} is "
+                              f"{against.goal.label} (daybreak/mlperf_benchmarks.py); --target applies to daybreak's "
+                              "tasks")
+        if config.unit != "auto":
+            raise ConfigError(f"--accuracy-unit {config.unit}: the unit of {against.benchmark.name}'s "
+                              f"{against.metric.label} is its definition's ({against.metric.unit}); --accuracy-unit "
+                              "applies to daybreak's tasks")
+        unit = "fraction"  # as logged: the table's unit, never converted
+    else:
+        if config.round is not None:
+            raise ConfigError(f"--round applies to a log of an MLPerf Training benchmark; this one is of daybreak "
+                              f"task {task!r}")
+        events, bad = parse_log(data)  # a daybreak task's accuracy: a fraction or a percent in [0, 100]
+        against = task_target(task, config.target)
+        unit = config.unit
     started_at = _from_ms(min((e.time_ms for e in events), default=None)) or datetime.now(timezone.utc)
-    result, out, task_target = _prepare(config, "log", started_at)
-    rec = ExternalRecorder(out, result, config, mode="log", task_target=task_target)
+    result, out, task_target_value = _prepare(config, "log", started_at, against)
+    rec = ExternalRecorder(out, result, config, mode="log", task_target=task_target_value, against=against)
     try:
         for e in events:
             rec.mllog_line(e.text)
-        a = analyze(events, target=result.target, rules=config.rule_set, tolerance=None,
-                    unit=config.unit, metric=get_metric(result.metric))  # type: ignore[arg-type]
+        a = analyze(events, target=against.target, rules=config.rule_set, tolerance=None, unit=unit,  # type: ignore[arg-type]
+                    goal=against.goal, mlperf_round=against.round, malformed=bad)
         total = None if a.first_time_ms is None else (a.last_time_ms - a.first_time_ms) / 1000.0
         rec.finish(a, bad, None, total_s=total, finished_at=_from_ms(a.last_time_ms) or datetime.now(timezone.utc))
     finally:
@@ -161,9 +198,15 @@ def _check_command(command: list[str]) -> None:
 def time_command(config: TimeConfig) -> RunResult:
     """Run ``config.command``, time it from its mllog stream, write the run directory; return the record."""
     _check_command(config.command)
+    if config.task is None:
+        raise ConfigError("--task is required for a program timed live: the task whose target applies (see `daybreak "
+                          "tasks`); with --log FILE, the log's submission_benchmark names it")
+    if config.round is not None:
+        raise ConfigError("--round applies to --log FILE of an MLPerf Training benchmark")
     started_at = datetime.now(timezone.utc)
-    result, out, task_target = _prepare(config, "command", started_at)
-    rec = ExternalRecorder(out, result, config, mode="command", task_target=task_target)
+    against = task_target(config.task, config.target)
+    result, out, task_target_value = _prepare(config, "command", started_at, against)
+    rec = ExternalRecorder(out, result, config, mode="command", task_target=task_target_value, against=against)
     try:
         return _Session(config, rec).run()
     except Exception as e:  # a bug or an I/O error in daybreak itself: record it, then let the CLI report it

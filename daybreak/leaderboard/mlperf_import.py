@@ -11,13 +11,15 @@ one read here::
 ``--round`` or from the folder's name (``training_results_v4.0``). Everything else in the tree (``benchmarks/``
 source code, ``power/`` measurements, compliance outputs, ``package_checker_params``) is not read.
 
-Each ``<system>/<benchmark>`` folder becomes one entry, scored by MLPerf's own rule
-(daybreak.leaderboard.mlperf_rules): each run's time is run_stop - run_start as daybreak's mllog reader reads it
-(``parse_log`` and ``analyze``, the reader of `daybreak time --log`); a run converged when its run_stop says
-``success`` and (closed division) an evaluation reached the round's target; the score is the olympic mean of the
-converged runs with the non-converged ones counted as the slowest, times the scaling factor. A folder with
-another number of result files than the round requires, or with more non-converged runs than may be dropped, is
-stored unranked with the reason in its notes.
+Each ``<system>/<benchmark>`` folder becomes one entry, scored by MLPerf's own rule (daybreak.leaderboard.
+mlperf_rules; the benchmarks, targets, run counts and initialization limits of each round are the table of
+daybreak.mlperf_benchmarks): each run's time is run_stop - run_start and its verdict MLPerf's, as `daybreak time
+--log --rules mlperf` reads them (``parse_log`` and ``analyze``): converged when its run_stop says ``success``, its
+initialization stayed under the round's limit and (closed division) an evaluation met the round's target; the
+score is the olympic mean of the converged runs with the non-converged ones counted as the slowest, times the
+scaling factor. A folder with another number of result files than the round requires, or with more non-converged
+runs than may be dropped, is stored unranked with the reason in its notes. mlperf-logging's RCP check runs on a
+copy of each closed-division folder whose benchmark has reference convergence points.
 
 Entries are ``self-reported`` (MLPerf's submitters ran them; the review checked the logs; this host re-ran
 nothing), with ``clock_rules="mlperf"``, the round, division and availability, and the structured system read
@@ -29,7 +31,6 @@ reported on one line and the rest is imported; the same content is never stored 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import stat
@@ -44,8 +45,7 @@ from daybreak.external.mllog_analysis import Analysis, analyze
 from daybreak.external.mllog_reader import as_number, parse_log
 from daybreak.leaderboard.importer import ImportReport, Outcome, _not_regular, _read
 from daybreak.leaderboard.mlperf_rules import (
-    AVAILABILITY, BENCHMARK_NAMES, BESIDE_DAWNBENCH, DAWNBENCH_CLOCK, DIVISIONS, NOT_ON_A_BOARD, OLD_FORMAT_ROUNDS,
-    ROUND_FOLDER, ROUNDS, Benchmark, benchmark_of, init_limit_text,
+    AVAILABILITY, BESIDE_DAWNBENCH, DAWNBENCH_CLOCK, DIVISIONS, init_limit_text,
 )
 from daybreak.leaderboard.submission import (
     KIND_TRAIN, MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_SELF, Submission, SubmissionError, check_date,
@@ -54,6 +54,10 @@ from daybreak.leaderboard.submission import (
 from daybreak.leaderboard.systems import System, accelerator_name
 from daybreak.leaderboard.systems import apply as apply_system
 from daybreak.leaderboard.tasks import leaderboard_task
+from daybreak.mlperf_benchmarks import (
+    BENCHMARK_NAMES, OLD_FORMAT_ROUNDS, ROUND_FOLDER, ROUNDS, Benchmark, benchmark_of, init_limit, ruleset,
+)
+from daybreak.mlperf_benchmarks import normalize_round as round_name
 
 FORMAT_MLPERF = "mlperf-training"
 MAX_LOG_BYTES = 64 * 1024 * 1024  # the largest published result file (v1.0) is about 4 MB
@@ -66,10 +70,9 @@ SUCCESS = "success"
 # --- the round ---------------------------------------------------------------------------------------------
 def normalize_round(text: str) -> str:
     """'4.0', 'v4.0', 'V4.0', '4.0.0' -> 'v4.0'; ConfigError for anything daybreak cannot read."""
-    m = re.fullmatch(r"\s*[vV]?(\d+)\.(\d+)(?:\.0)?\s*", text or "")
-    if not m:
+    name = round_name(text)
+    if name is None:
         raise ConfigError(f"--round {text!r}: give an MLPerf Training round such as v4.0")
-    name = f"v{int(m.group(1))}.{int(m.group(2))}"
     if name in OLD_FORMAT_ROUNDS:
         raise ConfigError(f"MLPerf Training {name} logged ':::MLL <seconds> key: ...' lines, a format daybreak's "
                           f"mllog reader does not read; import a round from {ROUNDS[0]} on")
@@ -183,12 +186,10 @@ def collect(root: Path, round_: str) -> tuple[list[BenchmarkFolder], list[Outcom
 
 
 def _unknown_benchmark(name: str, round_: str) -> str:
-    if name in NOT_ON_A_BOARD:
-        return f"MLPerf benchmark {name!r} has no board on this leaderboard: {NOT_ON_A_BOARD[name]}"
     if name in BENCHMARK_NAMES:
         return f"{name!r} is not a benchmark of MLPerf Training {round_} (is --round right?)"
     return (f"{one_line(printable(name), 60)!r} is not an MLPerf Training benchmark folder daybreak knows (known: "
-            f"{', '.join(BENCHMARK_NAMES)}; without a board: {', '.join(NOT_ON_A_BOARD)})")
+            f"{', '.join(BENCHMARK_NAMES)})")
 
 
 # --- systems/<system>.json ---------------------------------------------------------------------------------
@@ -282,6 +283,7 @@ class Run:
     converged: bool = False
     time_s: float | None = None  # run_stop - run_start (MLPerf's time of the run), when both are logged
     reason: str = ""  # why it did not converge
+    goal_label: str = ""  # the round's target, in words
     malformed: str = ""  # the first malformed record (the run then counts as not converged)
     analysis: Analysis | None = None
     target: float | None = None
@@ -301,11 +303,12 @@ class Run:
 
 
 def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
-    """One result file, read with daybreak's mllog reader (``parse_log``, ``analyze`` under MLPerf's rules): MLPerf's
-    time of the run, run_stop - run_start, and what ``judge`` needs."""
+    """One result file, read with daybreak's mllog reader (``parse_log``, ``analyze`` with the round's goal and
+    MLPerf's verdict, as `daybreak time --log` reads it): MLPerf's time of the run, run_stop - run_start, and what
+    ``judge`` needs."""
     data = _read(path, MAX_LOG_BYTES)
     run = Run(path.name, hashlib.sha256(data).hexdigest())
-    events, bad = parse_log(data)
+    events, bad = parse_log(data, any_value=True)
     declared = next((e.value for e in events if e.key == "submission_division" and isinstance(e.value, str)), "")
     run.division = DIVISIONS.get(declared.strip().lower(), "")
     if bad:
@@ -318,9 +321,11 @@ def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
         return run
     gbs = next((int(v) for e in events if e.key == "global_batch_size"
                 for v in [as_number(e.value)] if v is not None and float(v).is_integer()), None)
-    run.target = bench.target(round_, gbs)
-    run.analysis = analyze(events, target=run.target if run.target is not None else math.inf, rules="mlperf",
-                           tolerance=None, unit="fraction", metric=bench.quality)
+    goal = bench.goal(round_, gbs)
+    run.target = goal.headline.target
+    run.goal_label = goal.label
+    run.analysis = analyze(events, target=goal.headline.target, rules="mlperf", tolerance=None, unit="fraction",
+                           goal=goal, mlperf_round=round_, malformed=bad)
     a = run.analysis
     if a.run_stop is not None:
         run.stop_ms = a.run_stop.time_ms
@@ -330,28 +335,27 @@ def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
 
 
 def judge(run: Run, bench: Benchmark, division: str) -> Run:
-    """Did the run converge, by the rules of its division? (Closed: run_stop status success and an evaluation at or
-    above the round's target, as MLPerf's compliance checker requires; open: run_stop status success.)"""
+    """Did the run converge? MLPerf's verdict on its log (daybreak.external.mllog_analysis.mlperf_verdict, the
+    reading of `daybreak time --log --rules mlperf`): run_stop status success, the initialization under the
+    round's limit (the compliance checker's; its summarizer counts a run that breaks it as not converged) and, in
+    the closed division, an evaluation that met the round's target."""
     a = run.analysis
     run.converged = False
-    if run.reason or a is None:
+    if run.reason or a is None or a.mlperf is None:
         return run
-    if a.run_start is None or a.run_stop is None:
-        run.reason = "no run_start" if a.run_start is None else "no run_stop: the run did not finish"
-    elif run.time_s is None:
-        run.reason = "run_stop is not after run_start"
-    elif a.run_stop_status != SUCCESS:
-        run.reason = f"run_stop status {a.run_stop_status!r}, not 'success'"
-    elif division != "open" and a.target_eval is None:
-        best = a.best_accuracy
-        run.reason = (f"no evaluation reached the target {bench.quality.target_label(run.target or 0.0)}"
-                      + (f" (best {bench.quality.format(best)})" if best is not None else " (no eval_accuracy)"))
-    else:
-        run.converged = True
-        clock = a.clocks.get("mlperf")
-        if clock is not None and clock.target_s is not None and abs(clock.target_s - run.time_s) > 0.0005:
-            run.notes.append(f"{run.name}: run_stop comes {run.time_s - clock.target_s:.3f} s after the end of its "
-                             "first evaluation at the target; MLPerf's time runs to run_stop")
+    if not a.mlperf.reached:
+        run.reason = a.mlperf.reason
+        return run
+    run.converged = True
+    dawn = a.clocks.get("dawnbench")
+    if a.target_eval is not None and run.time_s is not None:
+        end_s = (a.target_eval.end_ms - a.run_start.time_ms) / 1000.0
+        if abs(end_s - run.time_s) > 0.0005:
+            run.notes.append(f"{run.name}: run_stop comes {run.time_s - end_s:.3f} s after the end of its first "
+                             "evaluation at the target; MLPerf's time runs to run_stop")
+    elif dawn is not None and a.target_eval is None:
+        run.notes.append(f"{run.name}: no evaluation before run_stop met the target (evaluated offline or after "
+                         "the clock); MLPerf's time runs to run_stop")
     return run
 
 
@@ -363,16 +367,17 @@ class Score:
     kept: tuple[float, ...] = ()  # the times averaged
 
 
-def mlperf_score(times_s: list[float], failed: int, bench: Benchmark, files: int, scaling_factor: float = 1.0,
-                 round_: str = "") -> Score:
+def mlperf_score(times_s: list[float], failed: int, bench: Benchmark, files: int, round_: str,
+                 scaling_factor: float = 1.0) -> Score:
     """MLPerf's score of a benchmark folder (SUMMARIZER ``_compute_strong_score_standalone``; RULES "Benchmark
     Results"): sort the converged runs' times, drop the ``bench.dropped`` fastest and the ``bench.dropped - failed``
     slowest (each non-converged run counts as one of the slowest), average the rest, times the scaling factor.
     Not a valid result: another number of result files than the round requires (PACKAGE), or more non-converged
     runs than may be dropped."""
-    if files != bench.runs:
+    required = bench.runs(round_)
+    if files != required:
         return Score(None, f"not scored: {files} result file{'s' if files != 1 else ''}; MLPerf Training {round_} "
-                           f"requires exactly {bench.runs} for {bench.title} (its package checker refuses the folder)")
+                           f"requires exactly {required} for {bench.title} (its package checker refuses the folder)")
     if failed > bench.max_failed:
         return Score(None, f"not scored: {failed} of {files} runs did not converge; a valid result may have at most "
                            f"{bench.max_failed} (each counted as one of the slowest and dropped)")
@@ -474,20 +479,30 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
     board = leaderboard_task(bench.board)
     times = [r.time_s for r in runs if r.converged and r.time_s is not None]
     failed = len(runs) - len(times)
-    score = mlperf_score(times, failed, bench, len(runs), factor, round_)
+    required = bench.runs(round_)
+    score = mlperf_score(times, failed, bench, len(runs), round_, factor)
     stops = [r.stop_ms for r in runs if r.stop_ms is not None]
     submitted_at = _date(max(stops) if stops else None, what)
-    target = bench.target(round_) or 0.0
     converged = [r for r in runs if r.converged]
     representative = (min(converged, key=lambda r: abs((r.time_s or 0) - (score.seconds or 0) / factor))
                       if converged else next((r for r in runs if r.analysis and r.analysis.evaluations), None))
     a = representative.analysis if representative is not None else None
-    accuracy = _accuracy(a, bench)
+    goal = a.goal if a is not None and a.goal is not None else bench.goal(round_)
+    target = goal.headline.target
+    accuracy = _accuracy(a)
+    rcp = rcp_check(folder.path, round_) if division == "closed" else None
     submitter = clean_text(system.doc.get("submitter"), 200) or folder.submitter
+    limit = init_limit(round_, division)
+    span = bench.span(round_)
     notes = [f"MLPerf Training {round_}, {division} division: {submitter}'s {folder.system}, {bench.title}; "
-             f"{len(runs)} result file{'s' if len(runs) != 1 else ''} ({bench.runs} required), {len(times)} "
-             "converged; each run's time is run_stop - run_start of its log, read with `daybreak time --log`'s "
-             "reader"]
+             f"{len(runs)} result file{'s' if len(runs) != 1 else ''} ({required} required), {len(times)} "
+             "converged; each run's time is run_stop - run_start of its log and its verdict MLPerf's, read as "
+             "`daybreak time --log --rules mlperf` reads it",
+             f"timed by the rules of MLPerf Training {round_}: the clock from run_start to run_stop, never paused, "
+             f"evaluation included; initialization before run_start excluded when it took less than {limit.text} "
+             f"({division} division; a run whose initialization took longer counts as not converged, as MLPerf's "
+             f"summarizer counts it); target {goal.label}. Sources: {span.source if span else ''}; {limit.source}"
+             .replace("<round>", ruleset(round_))]
     if score.seconds is not None:
         def the(n: int, what: str) -> str:
             return f"the {what}" if n == 1 else f"the {n} {what}"
@@ -499,21 +514,22 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
             dropped.append(f"{the(failed, 'run')} that did not converge (counted as the slowest)")
         notes.append(f"score: MLPerf's olympic mean {score.seconds:.3f} s ({score.seconds / 60:.3f} min) of "
                      f"{len(score.kept)} runs, {' and '.join(dropped)} dropped"
-                     + (f"; times the review's scaling factor {factor:g} (scaling.json)" if factor != 1.0 else ""))
+                     + (f"; times the review's scaling factor {factor:g} (scaling.json)" if factor != 1.0 else "")
+                     + (f"; {rcp.text}" if rcp is not None else ""))
     else:
-        notes.append(score.why_not)
+        notes.append(score.why_not + (f"; {rcp.text}" if rcp is not None else ""))
     for r in runs:
         if not r.converged:
             notes.append(f"{r.name} did not converge: {r.reason}")
         notes.extend(r.notes)
     if division == "open":
         notes.append("open division: MLPerf does not hold it to the closed division's target, so a run converged "
-                     "when its run_stop says success")
+                     "when its run_stop says success and its initialization stayed under the open division's limit")
     if bench.board in BESIDE_DAWNBENCH:
-        notes.append(f"MLPerf rules, not DAWNBench's: target {bench.quality.target_label(target)} (this board's "
-                     f"DAWNBench target: {board.target_label}); the clock runs from run_start to run_stop, model "
-                     f"initialization before run_start excluded (up to {init_limit_text(round_, division)}), "
-                     f"evaluation included; {DAWNBENCH_CLOCK}")
+        notes.append(f"MLPerf rules, not DAWNBench's: target {goal.label} (this board's DAWNBench target: "
+                     f"{board.target_label}); the clock runs from run_start to run_stop, model initialization before "
+                     f"run_start excluded (up to {init_limit_text(round_, division)}), evaluation included; "
+                     f"{DAWNBENCH_CLOCK}")
     if not system.availability:
         notes.append(f"systems JSON status {system.status!r} is none of MLPerf's (available, preview, rdi)")
     if system.cloud:
@@ -526,26 +542,29 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
     if ignored_dirs:
         notes.append(f"not read: {', '.join(d + '/' for d in ignored_dirs)} (MLPerf's score reads the result files "
                      "directly in the benchmark folder; power/ holds MLPerf Power measurements)")
-    notes = [one_line(n, 600) for n in notes]
+    notes = [one_line(n, 900) for n in notes]
     document = {
         "kind": FORMAT_MLPERF, "round": round_, "division": division, "submitter": submitter,
-        "system": folder.system, "benchmark": bench.name, "board": bench.board, "required_runs": bench.runs,
+        "system": folder.system, "benchmark": bench.name, "board": bench.board, "required_runs": required,
         "dropped_each_end": bench.dropped, "scaling_factor": factor, "score_s": score.seconds,
-        "not_scored": score.why_not or None, "runs": [r.summary() for r in runs], "system_description": system.doc,
+        "not_scored": score.why_not or None, "target": goal.label, "metric": bench.quality.name,
+        "unit": bench.quality.unit, "init_limit_s": limit.seconds, "rules_source": span.source if span else "",
+        "rcp": None if rcp is None else rcp.summary(),
+        "runs": [r.summary() for r in runs], "system_description": system.doc,
     }
     model = f"MLPerf {bench.title} ({submitter}, {folder.system})"
     sub = Submission(
         kind=KIND_TRAIN, task=board.name, source_format=FORMAT_MLPERF, source=folder.source,
         model=model[:MAX_FIELD_CHARS], hardware=system.hardware or folder.system, framework=system.framework,
         submitted_at=submitted_at, metric=bench.quality.name, target=target, accuracy=accuracy,
-        accuracy_unit="fraction", document=document, author=submitter,
+        accuracy_unit=bench.quality.unit, document=document, author=submitter,
         time_to_target_s=score.seconds,
         curve=_curve(a), tsv_columns=["epoch", "hours", bench.quality.name] if a is not None else [],
         notes=notes, runs_n=len(runs), runs_reached=len(times), runs_cv=coefficient_of_variation(times),
         run_times_s=times or None, provenance=PROVENANCE_SELF,
         provenance_detail=one_line(f"MLPerf Training {round_} {division} division, published by MLCommons: run and "
                                    f"reported by {submitter}, reviewed by the round's submitters; not re-run by this "
-                                   "host", 300),
+                                   "host" + (f"; {rcp.short}" if rcp is not None else ""), 300),
         clock_rules="mlperf", mlperf_round=round_, division=division, availability=system.availability,
     )
     apply_system(sub, system.system)
@@ -556,16 +575,75 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
     return sub.finish(hashed)
 
 
-def _accuracy(a: Analysis | None, bench: Benchmark) -> float:
-    """The representative run's accuracy at the target (else its best), as a fraction in [0, 1]."""
-    if a is None:
+def _accuracy(a: Analysis | None) -> float:
+    """The representative run's value at the target (its first evaluation meeting it, offline ones included),
+    else its best, in the metric's own unit (a fraction, a loss, a score)."""
+    if a is None or not a.evaluations or a.goal is None:
         return 0.0
-    value = a.target_eval.accuracy if a.target_eval is not None else None
-    if value is None:
-        values = [e.accuracy for e in a.evaluations if 0.0 <= e.accuracy <= 1.0]
-        if values:
-            value = max(values) if bench.quality.higher_is_better else min(values)
-    return value if value is not None and 0.0 <= value <= 1.0 else 0.0
+    met = next((e for e in a.evaluations if a.goal.met(e.values)), None)
+    return met.accuracy if met is not None else a.best_accuracy or 0.0
+
+
+# --- reference convergence points --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RcpCheck:
+    """mlperf-logging's RCP check of a benchmark folder (``rcp_checker.check_directory``, pruned RCPs, as its
+    summarizer runs it on a closed-division folder): whether the runs converge no faster than the reference allows,
+    and the factor the rules normalize a faster-than-the-reference-mean score by."""
+
+    passed: bool
+    message: str  # "RCP found", "RCP Interpolation", "Missing RCP, ...", ...
+    normalization: float
+
+    @property
+    def short(self) -> str:
+        return f"RCP check: {'pass' if self.passed else 'FAIL'} ({self.message}), normalization {self.normalization:.4f}"
+
+    @property
+    def text(self) -> str:
+        return (f"RCP check (mlperf-logging's rcp_checker, pruned reference convergence points): "
+                f"{'pass' if self.passed else 'FAIL'} ({self.message}); normalization factor {self.normalization:.4f}"
+                + (" (the rules scale a score by it when the runs converge faster than the reference's mean; the "
+                   "review sets it in scaling.json)" if self.normalization != 1.0 else ""))
+
+    def summary(self) -> dict[str, Any]:
+        return {"passed": self.passed, "message": self.message, "normalization": self.normalization}
+
+
+def rcp_check(folder: Path, round_: str) -> RcpCheck | None:
+    """The RCP check of ``folder`` where mlperf-logging has reference convergence points for its benchmark in
+    ``round_`` (None where it has none). The checker runs as the summarizer runs it, on a copy of the folder's
+    result files: it writes a scaling.json where it runs, and nothing is written into the tree read."""
+    import logging
+    import shutil
+    import tempfile
+    from importlib import resources
+
+    try:
+        points = resources.files("mlperf_logging.rcp_checker") / f"training_{ruleset(round_)}" / \
+            f"rcps_{folder.name}.json"
+        if not points.is_file():
+            return None
+        from mlperf_logging.rcp_checker import rcp_checker
+    except (ImportError, OSError):
+        return None
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)  # the checker logs every step, and warns on stderr for each run it reads
+    try:
+        with tempfile.TemporaryDirectory(prefix="daybreak-rcp-") as tmp:
+            copy = Path(tmp) / folder.name
+            copy.mkdir()
+            for item in _listing(folder):
+                if RESULT_FILE.match(item.name) and _not_regular(item) is None:
+                    shutil.copyfile(item, copy / item.name)
+            passed, message, norm = rcp_checker.check_directory(str(copy), "training", ruleset(round_), False,
+                                                                False, rcp_pass="pruned_rcps", set_scaling=True)
+    except Exception as e:  # noqa: BLE001 - an outside tool on published files: its failure is reported, not raised
+        return RcpCheck(False, f"the RCP checker could not read the folder ({type(e).__name__}: "
+                               f"{one_line(str(e), 80)})", 1.0)
+    finally:
+        logging.disable(previous)
+    return RcpCheck(bool(passed), one_line(str(message), 120), float(norm))
 
 
 def _curve(a: Analysis | None) -> list[tuple[float, float, float | None]]:

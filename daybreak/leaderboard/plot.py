@@ -40,13 +40,16 @@ def _fmt(v: float) -> str:
 
 
 def curve_svg(points: list[list[float | None]], target: float, *, metric: str, reached_hours: float | None = None,
-              title: str = "") -> Markup:
-    """``points``: [hours, accuracy fraction, epoch|None]; ``target``: fraction. Returns safe SVG markup."""
-    pts = [(float(p[0]), float(p[1]) * 100.0) for p in points
+              title: str = "", percent: bool = True, axis: str | None = None) -> Markup:
+    """``points``: [hours, accuracy fraction, epoch|None]; ``target``: fraction. Returns safe SVG markup.
+    ``percent`` False (an MLPerf metric that is not a percent: AUC, a loss, FID): the values as they are, on an
+    axis spanning them and the target, labelled ``axis``."""
+    scale_y = 100.0 if percent else 1.0
+    pts = [(float(p[0]), float(p[1]) * scale_y) for p in points
            if p and p[0] is not None and p[1] is not None and math.isfinite(p[0]) and math.isfinite(p[1])]
     if not pts:
         return Markup("")
-    target_pct = target * 100.0
+    target_pct = target * scale_y
     span_h = max(p[0] for p in pts) or 1.0
     if span_h * 3600 < 180:
         unit, scale = "seconds", 3600.0
@@ -56,8 +59,13 @@ def curve_svg(points: list[list[float | None]], target: float, *, metric: str, r
         unit, scale = "hours", 1.0
     pts = [(h * scale, a) for h, a in pts]
     x_hi = span_h * scale
-    y_lo = max(0.0, math.floor(min(min(p[1] for p in pts), target_pct) / 10.0) * 10.0)
-    y_hi = 100.0
+    if percent:
+        y_lo = max(0.0, math.floor(min(min(p[1] for p in pts), target_pct) / 10.0) * 10.0)
+        y_hi = 100.0
+    else:
+        lo, hi = min(min(p[1] for p in pts), target_pct), max(max(p[1] for p in pts), target_pct)
+        pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
+        y_lo, y_hi = lo - pad, hi + pad
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def sx(h: float) -> float:
@@ -66,7 +74,8 @@ def curve_svg(points: list[list[float | None]], target: float, *, metric: str, r
     def sy(a: float) -> float:
         return TOP + (1 - (a - y_lo) / (y_hi - y_lo)) * plot_h
 
-    label = {"f1": "F1 (%)", "top1": "top-1 accuracy (%)", "top5": "top-5 accuracy (%)"}.get(metric, "accuracy (%)")
+    label = axis or {"f1": "F1 (%)", "top1": "top-1 accuracy (%)", "top5": "top-5 accuracy (%)"}.get(metric,
+                                                                                                 "accuracy (%)")
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="curve" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title or "accuracy versus time")}">',
@@ -89,7 +98,7 @@ def curve_svg(points: list[list[float | None]], target: float, *, metric: str, r
     parts.append(f'<line x1="{LEFT}" y1="{ty:.1f}" x2="{LEFT + plot_w}" y2="{ty:.1f}" stroke="#c0392b" '
                  'stroke-dasharray="6 4"/>')
     parts.append(f'<text x="{LEFT + 6}" y="{ty - 5:.1f}" font-size="11" fill="#c0392b" text-anchor="start">'
-                 f"target {_fmt(target_pct)}%</text>")
+                 f"target {_fmt(target_pct)}{'%' if percent else ''}</text>")
     path = " ".join(f"{sx(h):.2f},{sy(a):.2f}" for h, a in pts)
     parts.append(f'<polyline fill="none" stroke="#1f6fb2" stroke-width="2" points="{path}"/>')
     if len(pts) <= 200:

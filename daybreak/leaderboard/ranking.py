@@ -263,7 +263,7 @@ def rules_of(entry: Any, clock_rules: str) -> dict[str, Any]:
     availability, and the target the row reached, which on a DAWNBench board is not the board's)."""
     if clock_rules != "mlperf":
         return {"clock_rules": clock_rules, "label": "DAWNBench v1"}
-    from daybreak.leaderboard.mlperf_rules import metric_named
+    from daybreak.metrics import metric_named
 
     metric = metric_named(entry.metric)
     parts = [p for p in (getattr(entry, "mlperf_round", None), getattr(entry, "division", None)) if p]

@@ -92,12 +92,13 @@ def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = Non
         text = f"{accuracy * 100:.2f}% {quality.label}" if quality.show_percent else f"{quality.label} {accuracy:.4f}"
     else:
         text = f"F1 {accuracy:.4f}" if task.metric == "f1" else f"{accuracy * 100:.2f}% {task.metric_label}"
-    return text + (f" (the file wrote {unit})" if unit else "")
+    # how the file wrote it (percent or fraction); an MLPerf metric's unit (a loss, a score) is its definition's
+    return text + (f" (the file wrote {unit})" if unit in ("percent", "fraction") else "")
 
 
 def _other_metric(task: LeaderboardTask, metric: str | None):
     """The Metric of an entry whose metric is not its board's, or of an MLPerf board; None otherwise."""
-    from daybreak.leaderboard.mlperf_rules import metric_named
+    from daybreak.metrics import metric_named
 
     if metric is None or (metric == task.metric and task.quality is None):
         return None
@@ -221,7 +222,8 @@ class Site:
         if curve:
             reached = entry.time_to_target_s / 3600.0 if entry.time_to_target_s is not None else None
             svg = curve_svg(curve, entry.target, metric=entry.metric, reached_hours=reached,
-                            title=f"{entry.model}: {label} vs. training time")
+                            title=f"{entry.model}: {label} vs. training time", percent=percent,
+                            axis=None if percent else label)
         document = entry.document
         runs = document.get("runs") if entry.source_format == FORMAT_REPEAT and isinstance(document, dict) else None
         if reproductions is None:

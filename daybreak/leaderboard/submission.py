@@ -71,7 +71,7 @@ class Submission:
     metric: str
     target: float  # fraction
     accuracy: float  # fraction: training, at the first row at/above target; inference, the stated accuracy
-    accuracy_unit: str  # how the file wrote it: "percent" or "fraction"
+    accuracy_unit: str  # how the file wrote it: "percent" or "fraction"; an MLPerf metric's unit ("loss", "score")
     document: dict[str, Any]  # the submitted JSON as parsed (all metadata)
     author: str = ""
     author_email: str = ""
@@ -134,7 +134,9 @@ class Submission:
     def check_numbers(self) -> None:
         """Every stored number finite and within its bound, whatever reader made this submission: nothing the
         store keeps can overflow when ranked, multiplied or printed."""
-        bounds = {"target": 1.0, "accuracy": 1.0, "time_to_target_s": MAX_SECONDS, "epochs_to_target": MAX_QUANTITY,
+        # an accuracy is a fraction; an MLPerf benchmark's loss, log perplexity or score (its unit) is not
+        quality = 1.0 if self.accuracy_unit in ("fraction", "percent") else MAX_QUANTITY
+        bounds = {"target": quality, "accuracy": quality, "time_to_target_s": MAX_SECONDS, "epochs_to_target": MAX_QUANTITY,
                   "cost_per_hour": MAX_QUANTITY, "train_cost_usd": MAX_QUANTITY * MAX_QUANTITY,
                   "latency_ms": MAX_QUANTITY, "cost_per_example_usd": MAX_QUANTITY,
                   "inference_cost_10k_usd": MAX_QUANTITY * 10_000, "runs_cv": MAX_QUANTITY,

@@ -30,8 +30,16 @@ def _epoch_cell(epoch: float) -> str:
 
 def tsv_text(result: RunResult) -> str:
     """Classification: top1Accuracy [top5Accuracy] in percent. F1 tasks (SQuAD): f1Score as a fraction, as the
-    competition's SQuAD files have it."""
+    competition's SQuAD files have it. A log of an MLPerf benchmark: a column per metric of its target, named as
+    the metric is (eval_loss; fid and clip), with the values as logged."""
     out = io.StringIO()
+    if result.mlperf is not None and result.metric not in ("top1", "top5"):  # an MLPerf metric no DAWNBench column holds
+        names = list(dict.fromkeys(name for h in result.history for name in h.metrics)) or [result.metric]
+        out.write("\t".join(["epoch", "hours", *names]) + "\n")
+        for h in result.history:
+            cells = ["" if h.metrics.get(n) is None else f"{h.metrics[n]:.6g}" for n in names]
+            out.write("\t".join([_epoch_cell(h.epoch), f"{dawnbench_hours(result, h):.8f}", *cells]) + "\n")
+        return out.getvalue()
     if result.metric == "f1":
         out.write("epoch\thours\tf1Score\n")
         for h in result.history:
@@ -68,7 +76,9 @@ def submission_json(result: RunResult, *, author: str = "", author_email: str = 
             "daybreakTask": result.task,
             "recipe": result.recipe,
             "seed": result.seed,
-            "targetPercent": round(result.target * 100, 4),
+            **({"targetPercent": round(result.target * 100, 4)} if result.mlperf is None else
+               {"metric": result.metric, "target": result.target, "mlperfBenchmark": result.mlperf.benchmark,
+                "mlperfRound": result.mlperf.round, "mlperfReached": result.mlperf.reached}),
             "official": result.official,
             "status": result.status,
             "device": result.device,

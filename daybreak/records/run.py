@@ -5,19 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
 from daybreak.config import COMPILE_MODES
 from daybreak.measure.system import SystemInfo
 from daybreak.records.base import Record
 from daybreak.records.fields import (
-    Count, Fraction, Index, IsoDate, NonNegative, Positive, Seconds, Target, one_of,
+    Count, Fraction, Index, IsoDate, NonNegative, Positive, Seconds, one_of,
 )
 from daybreak.rules import PHASES, RULE_SETS
 
 Phase = Annotated[str, AfterValidator(one_of(PHASES, "phase"))]
 RuleSet = Annotated[str, AfterValidator(one_of(RULE_SETS, "rule set"))]
 CompileMode = Annotated[str, AfterValidator(one_of(COMPILE_MODES, "compile mode"))]
+
+# the task of a `daybreak time --log` record of an MLPerf benchmark's log: "mlperf:<submission_benchmark>"
+MLPERF_TASK_PREFIX = "mlperf:"
 
 RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
 
@@ -139,6 +142,40 @@ class ClockRules(BaseModel):
     timer: str = "time.perf_counter_ns"
 
 
+class MlperfCriterion(BaseModel):
+    """One condition of an MLPerf benchmark's target, as daybreak.mlperf_benchmarks defines it."""
+
+    metric: str  # "log_perplexity", "fid", "clip", ...
+    part: str | None = None  # which eval_accuracy records hold it (Stable Diffusion's metadata "metric": "FID")
+    target: float
+    higher_is_better: bool
+    unit: str  # "fraction", "loss", "log perplexity", "score"
+    label: str  # "log perplexity <= 2.69"
+
+
+class MlperfReading(BaseModel):
+    """`daybreak time --log` on a log of an MLPerf Training benchmark: the benchmark and round whose rules apply
+    (and their source), and MLPerf's own verdict beside the DAWNBench reading of the same log."""
+
+    benchmark: str  # the log's submission_benchmark
+    title: str
+    round: str  # "v5.0"
+    round_from: str  # "--round", the log's folder, or not given (the latest round with the benchmark)
+    division: str
+    criteria: list[MlperfCriterion]
+    rules_source: str
+    run_stop_status: str | None = None
+    init_s: Seconds | None = None  # first init_start to init_stop, as MLPerf's checker measures it
+    init_limit_s: Seconds
+    init_limit_source: str
+    reached: bool  # MLPerf's verdict
+    reason: str | None = None  # why not
+    time_s: Seconds | None = None  # run_stop - run_start, MLPerf's result, when reached
+    target_met: bool  # some evaluation in the log met the target (MLPerf's checker requires it in the closed division)
+    dawnbench_reached: bool  # the DAWNBench reading: an evaluation before run_stop met the target
+    dawnbench_time_s: Seconds | None = None
+
+
 class RunResult(Record):
     """The record of one run (result.json); ``save``/``load`` from daybreak.records.base."""
 
@@ -153,8 +190,8 @@ class RunResult(Record):
     model: str
     optimizer: str | None = None  # the class of the recipe's optimizer (SGD, AdamW, Muon); None before it was recorded
     framework: str  # e.g. "PyTorch 2.13.0"
-    metric: str  # "top1" / "top5"
-    target: Target  # fraction
+    metric: str  # "top1" / "top5"; a log of an MLPerf benchmark: its metric ("eval_loss", "fid+clip", ...)
+    target: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]  # a fraction; an MLPerf metric's own unit
     target_is_default: bool
     official: bool
     unofficial_reasons: list[str] = Field(default_factory=list)
@@ -217,6 +254,14 @@ class RunResult(Record):
     checkpoint: str | None = None  # file name in the run dir of the model at first target reach
     author: str | None = None  # --author (as in dawnbench.json): who ran it, for the leaderboard
     author_email: str | None = None
+    mlperf: MlperfReading | None = None  # `daybreak time --log` on a log of an MLPerf Training benchmark
+
+    @model_validator(mode="after")
+    def _target_in_its_unit(self) -> "RunResult":
+        """A daybreak task's target is a fraction in (0, 1]; an MLPerf benchmark's is in its metric's unit."""
+        if not self.task.startswith(MLPERF_TASK_PREFIX) and self.target > 1.0:
+            raise ValueError(f"target {self.target:g}: a task's target is a fraction in (0, 1]")
+        return self
 
     @field_validator("compile", mode="before")
     @classmethod

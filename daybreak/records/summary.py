@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from daybreak.metrics import metric_named
 from daybreak.records.run import RunResult
 from daybreak.rules import PHASE_LABELS, PHASES, RULE_SETS
 
@@ -46,7 +47,7 @@ def _rule_lines(r: RunResult) -> list[str]:
         counted = [PHASE_LABELS[p].split(" ")[0] for p in PHASES if rules.inside[p]]
         what = ("from the first touch of the data, never paused" + _init_note(r, name) if rules.contiguous
                 else "+".join(counted) + "; no eval, no record writes")
-        value = fig.time_to_target_s if r.reached else None
+        value = fig.time_to_target_s if r.reached or r.mlperf is not None else None
         shown = f"{hms(value)}  ({value:.3f} s)" if value is not None else f"- (clock at the end {fig.clock_s:.3f} s)"
         mark = "*" if name == r.rules else " "
         lines.append(f"  {mark}{rules.title:<16}{shown}   [{what}]")
@@ -92,6 +93,38 @@ def _init_note(r: RunResult, name: str) -> str:
     return f"; init before it {before:.2f} s not counted" if before > 0.0005 else ""
 
 
+def _value(r: RunResult, value: float | None) -> str:
+    """An accuracy of the run as its metric defines it: a percent for daybreak's tasks; an MLPerf benchmark's
+    metric in its own unit (a loss, a log perplexity, a score)."""
+    metric = metric_named(r.metric) if r.mlperf is not None else None
+    return metric.format(value) if metric is not None else pct(value)
+
+
+def _target_line(r: RunResult) -> str:
+    unofficial = "" if r.official else "   (unofficial: " + "; ".join(r.unofficial_reasons) + ")"
+    if r.mlperf is None:
+        return f"  target           {pct(r.target)} {r.metric}" + unofficial
+    m = r.mlperf
+    return (f"  target           {' and '.join(c.label for c in m.criteria)} ({r.metric}): MLPerf Training {m.round} "
+            f"{m.benchmark} ({m.title}), {m.division} division" + unofficial)
+
+
+def _mlperf_lines(r: RunResult) -> list[str]:
+    """MLPerf's verdict beside the DAWNBench reading, and where the round's rules come from."""
+    m = r.mlperf
+    if m is None:
+        return []
+    init = "-" if m.init_s is None else f"{m.init_s:.1f} s"
+    verdict = (f"REACHED, run_stop - run_start {m.time_s:.3f} s" if m.reached and m.time_s is not None
+               else f"not reached: {m.reason}")
+    dawn = (f"first evaluation meeting the target at {m.dawnbench_time_s:.3f} s" if m.dawnbench_time_s is not None
+            else "no evaluation before run_stop met the target")
+    return [f"  MLPerf verdict   {verdict} (run_stop status {m.run_stop_status or '-'}; initialization {init}, "
+            f"limit {m.init_limit_s / 60:g} minutes)",
+            f"  DAWNBench view   {dawn}",
+            f"  rules            MLPerf Training {m.round} (round from {m.round_from}): {m.rules_source}"]
+
+
 def _system_line(r: RunResult) -> str:
     sys_ = r.system
     if getattr(sys_, "source", "measured") == "declared":
@@ -111,15 +144,16 @@ def format_summary(r: RunResult, run_dir: str | None = None) -> str:
     head_rules = RULE_SETS[r.rules].title if r.rules in RULE_SETS else r.rules
     lines = [
         f"daybreak run {r.run_id}: {r.task} / {r.recipe} {verdict}",
-        f"  target           {pct(r.target)} {r.metric}" + ("" if r.official else "   (unofficial: " + "; ".join(r.unofficial_reasons) + ")"),
+        _target_line(r),
         f"  time to target   {hms(r.time_to_target_s)}" + (f"  ({r.time_to_target_s:.3f} s)" if r.time_to_target_s is not None else "")
         + f"  under {head_rules} rules (*)",
     ]
     lines += _rule_lines(r)
+    lines += _mlperf_lines(r)
     lines += [
         f"  epochs to target {r.epochs_to_target:g}" if r.epochs_to_target is not None else "  epochs to target -",
         "  cost to target   " + _cost_line(r),
-        f"  accuracy         final {pct(r.final_accuracy)}, best {pct(r.best_accuracy)}",
+        f"  accuracy         final {_value(r, r.final_accuracy)}, best {_value(r, r.best_accuracy)}",
         f"  phases           {_phase_line(r)}",
         _setup_line(r),
         _system_line(r),

@@ -204,7 +204,8 @@ def _clock_rules(rules: str) -> ClockRules:
     r = get_rules(rules)
     return ClockRules(
         starts=("when data loading starts (the first touch of the dataset); model initialization and compile/"
-                "warm-up before it are outside (at most 20 minutes), after it inside" if r.contiguous else
+                f"warm-up before it are outside (at most {(r.max_init_excluded_s or 0) / 60:g} minutes), after it "
+                "inside" if r.contiguous else
                 "at the first counted phase; data loading, model init and compile/warm-up all count"),
         init_excluded=not r.inside["model_init"],
         eval_included=r.inside["eval"],
