@@ -1165,7 +1165,7 @@ def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
                               f"({', '.join(':' + k for k in row)})"), row)
     engine.dispose()
     with Store(url) as store:
-        assert store.migrated and "from schema v1 to v4" in store.migrated[0] and "energy" in store.migrated[0]
+        assert store.migrated and "from schema v1 to v5" in store.migrated[0] and "energy" in store.migrated[0]
         by_hash = {e.content_hash: e for e in store.entries()}
         assert by_hash["a"].provenance == "daybreak-run" and by_hash["a"].train_cost_usd is None
         assert by_hash["a"].cost_per_hour is None and by_hash["a"].ranked_at == datetime(2019, 1, 1)
@@ -1177,7 +1177,7 @@ def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
         assert not store.migrated  # once
         with store.engine.begin() as conn:
             conn.execute(text("UPDATE daybreak_leaderboard_meta SET value = '99' WHERE key = 'schema_version'"))
-    with pytest.raises(StoreError, match="holds leaderboard schema v99, newer than this daybreak's v4"):
+    with pytest.raises(StoreError, match="holds leaderboard schema v99, newer than this daybreak's v5"):
         Store(url)
 
 

@@ -15,9 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from daybreak.errors import ConfigError
+from daybreak.errors import ConfigError, DaybreakError
 
 EXECUTORS = ("local", "slurm", "submitit-local")
+
+
+class TrialsCancelled(DaybreakError):
+    """``run(..., cancel=EVENT)``: the event was set, so the executor stopped every trial it had started (local:
+    their process groups ended; Slurm: the array cancelled) and returned none of them."""
 
 
 @dataclass(frozen=True)

@@ -140,8 +140,8 @@ def job_json(job: Any) -> dict[str, Any]:
 
     return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": job.reason,
             "requested_by": job.requested_by, "created_at": iso(job.created_at), "started_at": iso(job.started_at),
-            "finished_at": iso(job.finished_at), "attempts": job.attempts,
-            "result_entry_id": job.result_entry_id, "url": f"/api/jobs/{int(job.id)}"}
+            "finished_at": iso(job.finished_at), "attempts": job.attempts, "lease": job.lease or 0,
+            "history": job.history_lines, "result_entry_id": job.result_entry_id, "url": f"/api/jobs/{int(job.id)}"}
 
 
 def _finite(value: float | None) -> float | None:
