@@ -115,7 +115,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--max-connection-age", type=float, default=d.max_connection_s, metavar="S",
                    help="seconds after which a connection is closed (after its current response)")
     v.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
-                   help="concurrent connections and requests (more: 503)")
+                   help="concurrent connections and requests, all clients together (more: 503)")
+    v.add_argument("--max-client-connections", type=int, default=d.max_client_connections, metavar="N",
+                   help="connections one client address may hold (more: 503 at once; behind a reverse proxy, where "
+                        "every client has the proxy's address, set it to --max-connections)")
+    v.add_argument("--max-client-heads", type=int, default=d.max_client_heads, metavar="N",
+                   help="stalled request heads one client address may hold (unfinished a second after they were "
+                        "due; more: 503 at once; behind a reverse proxy set it to --max-connections)")
     v.set_defaults(func=cmd_serve)
 
     r = lsub.add_parser(
@@ -283,7 +289,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = Limits(max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout,
                     max_header_bytes=args.max_header_bytes, header_timeout_s=args.header_timeout,
                     keep_alive_s=args.keep_alive, max_connection_s=args.max_connection_age,
-                    max_connections=args.max_connections)
+                    max_connections=args.max_connections, max_client_connections=args.max_client_connections,
+                    max_client_heads=args.max_client_heads)
     for name, value in vars(limits).items():
         if not value > 0:
             raise ConfigError(f"--{name.replace('_s', '').replace('_', '-')}: must be greater than 0")

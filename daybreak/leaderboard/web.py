@@ -21,8 +21,9 @@ the same content submitted twice is stored once.
 
 Limits (see :class:`Limits`): request bodies (1 MiB, counted as they arrive, whether or not a Content-Length is
 sent), request heads (16 KiB), time to send a request head (10 s) and a body (30 s), idle keep-alive (5 s), a
-connection's lifetime (5 min), concurrent connections (200; more get a 503). Integer parameters are ASCII digits
-within bounds (400 otherwise). A database that cannot be reached gives a 503 with the reason, not a 500.
+connection's lifetime (5 min), concurrent connections (200; more get a 503), and per client address 32 connections
+and 8 stalled request heads (a new connection beyond either gets a 503 at once). Integer parameters are ASCII
+digits within bounds (400 otherwise). A database that cannot be reached gives a 503 with the reason, not a 500.
 """
 
 from __future__ import annotations
@@ -533,20 +534,114 @@ def h11_protocol():
     return H11Protocol
 
 
+REFUSED_LINGER_S = 1.0  # a refused connection is closed this long after its 503
+STALLED_AFTER_S = 1.0  # a request head still unfinished this long after it was due counts as stalled
+
+
+class ClientTable:
+    """What each remote address holds of one server: its open connections, and its stalled request heads
+    (connections whose head is still unfinished ``STALLED_AFTER_S`` after the connection opened or, on a kept-alive
+    connection, after its next head began). A burst of ordinary requests is never counted: their heads arrive within
+    a round trip. One event loop uses it: no lock."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.connections: dict[str, int] = {}
+        self.stalled: dict[str, int] = {}
+
+    def admit(self, address: str) -> str | None:
+        """Count a new connection from ``address`` -> None, or why it is refused (nothing is counted then)."""
+        if self.connections.get(address, 0) >= self.limits.max_client_connections:
+            return (f"too many connections from your address ({self.limits.max_client_connections} open, the most "
+                    "one client may hold)")
+        if self.stalled.get(address, 0) >= self.limits.max_client_heads:
+            return self.too_many_heads()
+        self.add(self.connections, address, 1)
+        return None
+
+    def too_many_heads(self) -> str:
+        return (f"too many unfinished requests from your address ({self.limits.max_client_heads} connections still "
+                "sending their request head)")
+
+    @staticmethod
+    def add(table: dict[str, int], address: str, delta: int) -> None:
+        count = table.get(address, 0) + delta
+        if count > 0:
+            table[address] = count
+        else:
+            table.pop(address, None)
+
+
 def guarded_protocol(limits: Limits):
     """uvicorn's h11 protocol with the timeouts it lacks: a connection must send a complete request head within
     ``header_timeout_s`` of opening (or of its previous response), whether it sends nothing or one byte at a
     time (a partial head gets a 408); a connection older than ``max_connection_s`` is closed after its current
-    response."""
+    response. And the per-client limits (:class:`ClientTable`): a connection from an address that already holds
+    ``max_client_connections`` connections, or ``max_client_heads`` stalled request heads, gets a 503 at once; a
+    head that stalls beyond an address's ``max_client_heads`` gets a 408; so that stalled half-requests from one
+    address cannot fill the global ``max_connections``."""
     H11Protocol = h11_protocol()
+    clients = ClientTable(limits)
 
     class GuardedH11Protocol(H11Protocol):  # type: ignore[valid-type,misc]
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._head_timer = None
+            self._grace = None  # the head's STALLED_AFTER_S timer
             self._partial = False
+            self._old = None
+            self._address: str | None = None
+            self._stalled = False  # counted in clients.stalled
+            address = str(self.client[0]) if self.client else ""
+            refused = clients.admit(address)
+            if refused is not None:
+                self._refuse(refused)
+                return
+            self._address = address
             self._old = self.loop.call_later(limits.max_connection_s, self._too_old)
             self._arm_head()
+            self._start_grace()
+
+        def _refuse(self, why: str) -> None:
+            """The 503 at once; the connection is closed a second later, without reading from it and without
+            counting it against the global limit: a client that reconnects as soon as it is closed does so once a
+            second per connection, not thousands of times."""
+            self.connections.discard(self)
+            body = json.dumps({"error": why}).encode("utf-8")
+            self.transport.pause_reading()
+            self.transport.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                                 b"content-length: " + str(len(body)).encode() + b"\r\nretry-after: 10\r\n"
+                                 b"connection: close\r\n\r\n" + body)
+            self._old = self.loop.call_later(REFUSED_LINGER_S, self.transport.close)
+
+        def _start_grace(self) -> None:
+            if self._grace is None and not self._stalled:
+                self._grace = self.loop.call_later(STALLED_AFTER_S, self._head_stalled)
+
+        def _head_stalled(self) -> None:
+            """The head is still unfinished: count it; beyond the address's share, end this connection."""
+            self._grace = None
+            if self._address is None or self._head_timer is None or self.transport.is_closing():
+                return
+            self._stalled = True
+            clients.add(clients.stalled, self._address, 1)
+            if clients.stalled[self._address] > limits.max_client_heads:
+                self._write_408(clients.too_many_heads())
+                self.transport.close()
+
+        def _head_done(self) -> None:
+            if self._grace is not None:
+                self._grace.cancel()
+                self._grace = None
+            if self._stalled and self._address is not None:
+                clients.add(clients.stalled, self._address, -1)
+            self._stalled = False
+
+        def _write_408(self, why: str) -> None:
+            body = why.encode("utf-8") + b"\n"
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                                 b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+                                 + body)
 
         def _arm_head(self) -> None:
             self._cancel_head()
@@ -563,10 +658,7 @@ def guarded_protocol(limits: Limits):
             if self.transport.is_closing():
                 return
             if self._partial:
-                body = b"request head not received in time\n"
-                self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                                     b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
-                                     + body)
+                self._write_408("request head not received in time")
             self.transport.close()
 
         def _too_old(self) -> None:
@@ -578,8 +670,11 @@ def guarded_protocol(limits: Limits):
                 self.cycle.keep_alive = False  # closed once this response is sent
 
         def data_received(self, data: bytes) -> None:
+            if self._address is None:
+                return  # refused: the 503 is on its way, the request is not read
             if self._head_timer is not None:
                 self._partial = True
+                self._start_grace()  # a kept-alive connection's next head has begun
             super().data_received(data)
 
         def handle_events(self) -> None:
@@ -587,6 +682,7 @@ def guarded_protocol(limits: Limits):
             super().handle_events()
             if self.cycle is not before:
                 self._cancel_head()  # a request head arrived; its body has the app's own time limit
+                self._head_done()
 
         def on_response_complete(self) -> None:
             self._arm_head()  # before super(): a pipelined request it starts cancels the timer again
@@ -594,7 +690,12 @@ def guarded_protocol(limits: Limits):
 
         def connection_lost(self, exc) -> None:
             self._cancel_head()
-            self._old.cancel()
+            if self._old is not None:
+                self._old.cancel()
+            if self._address is not None:
+                self._head_done()
+                clients.add(clients.connections, self._address, -1)
+                self._address = None
             super().connection_lost(exc)
 
     return GuardedH11Protocol
