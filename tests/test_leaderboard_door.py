@@ -2,11 +2,18 @@
 
 - Per-client limits: one address cannot take the server (stalled half-requests from 127.0.0.2 while 127.0.0.1
   reads the board).
+- Text: invisible characters refused naming the field, NFC stored, names compared folded (one "xy", one "Alice"),
+  against the running server on SQLite and PostgreSQL (``srv``). The values a reviewer would refuse (a price below
+  any machine's, seed -1, a reached run without its steps or batches, ``clock: {}``, 100,000-character text) are
+  posted to both servers by tests/test_leaderboard_fuzz.py (ISSUE_CASES and the classes of the oracle).
+- Plots that ignore and mark impossible values; costs under a cent with their digits.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import selectors
 import signal
 import socket
@@ -16,12 +23,18 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from test_leaderboard_trust import TEST_LIMITS, make_store, serving  # noqa: E402
+from test_leaderboard_trust import (  # noqa: E402
+    TEST_LIMITS, dawnbench_doc, dawnbench_tsv, make_store, serving, srv, upload,
+)
+
+from daybreak.leaderboard.importer import parse_submission  # noqa: E402
+from daybreak.leaderboard.text_rules import fold  # noqa: E402
 
 httpx = pytest.importorskip("httpx")
 
@@ -189,3 +202,98 @@ def test_250_stalled_half_requests_from_one_address_leave_the_board_to_the_other
         server.wait(timeout=30)
     assert opened[0] > 250  # the server closed stalled connections and they came back
     assert sum(results) >= 0.9 * len(results), f"{sum(results)} of {len(results)} within 2 s"
+
+
+# --- text: normalised once at the door; names compared as a reader reads them ------------------------------------
+
+INVISIBLE = ("\ufeff", "\u200b", "\u00ad", "\u2060", "\u180e", "\u3164", "\U000e0041", "\u115f", "\u1160",
+             "\uffa0")
+
+
+def _dawnbench(model: str, *, framework: str = "PyTorch 1.0", author: str = "A. Person", hours=(0.01, 0.02, 0.03),
+               cost: float | None = 2.0) -> tuple[dict, str]:
+    return (dawnbench_doc(model, framework=framework, author=author, cost=cost),
+            dawnbench_tsv(hours=hours))
+
+
+def test_invisible_text_is_refused_naming_the_field_and_names_compare_as_read(srv):
+    """Issue 29: U+FEFF, U+200B, U+00AD, U+2060, U+180E, U+3164, U+E0041 (and the other fillers) in any text field
+    are a 422 naming the field; what is taken is stored in NFC; "xy", "XY" and "ｘｙ" are one framework filter,
+    "Alice", "ALICE" and "Ａｌｉｃｅ" one author, also for rows stored before the rule (a database may hold them)."""
+    from daybreak.leaderboard.score import leaderboard_score
+
+    store = srv.store
+    with srv.client() as c:
+        for field in ("model", "hardware", "framework", "author", "authorEmail", "codeURL"):
+            for char in INVISIBLE:
+                doc, tsv = _dawnbench("Invisible")
+                doc[field] = f"x{char}y" if field != "codeURL" else f"https://example.com/{char}"
+                r = upload(c, doc, tsv)
+                assert r.status_code == 422 and f"submission: {field}: the text contains an invisible character" \
+                    in r.json()["error"], (field, repr(char), r.text)
+        doc, tsv = _dawnbench("Key")
+        doc["misc"] = {"no\u200bte": 1}
+        r = upload(c, doc, tsv)
+        assert r.status_code == 422 and "misc.no\\u200bte: the key contains an invisible" in r.json()["error"]
+        # what is taken: three spellings of one framework, three of one author, one model in two normal forms
+        ids = []
+        for i, (framework, author) in enumerate((("xy", "Alice"), ("XY", "ALICE"), ("ｘｙ", "Ａｌｉｃｅ"))):
+            doc, tsv = _dawnbench(f"Door {i}", framework=framework, author=author, hours=(0.01, 0.02, 0.05 + i / 100))
+            r = upload(c, doc, tsv)
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        nfd, nfc = "Cafe\u0301 Net", "Caf\u00e9 Net"
+        doc, tsv = _dawnbench(nfd, framework="ＰｙＴｏｒｃｈ 1.0", author="Zoë", hours=(0.01, 0.02, 0.09))
+        first = upload(c, doc, tsv)
+        assert first.status_code == 201
+        doc["model"] = nfc
+        again = upload(c, doc, tsv)
+        assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])  # the same content
+        entry = c.get(f"/api/entries/{first.json()['id']}").json()
+        assert entry["model"] == nfc and entry["document"]["model"] == nfc
+    # rows stored before the rule, with invisible characters (as the issue found them)
+    for i, char in enumerate(INVISIBLE[:4]):
+        doc, tsv = _dawnbench(f"Old {i}", framework="xy", author="Alice", hours=(0.01, 0.02, 0.1 + i / 100))
+        sub = parse_submission(json.dumps(doc).encode(), tsv.encode(), source=f"old-{i}", task="cifar10")
+        sub.framework, sub.framework_name, sub.author = f"x{char}y", f"x{char}y", f"Ali{char}ce"
+        store.add(sub)
+    facets = dict((fold(v), (v, n)) for v, n in store.facets("cifar10", "time_to_target_s", "framework"))
+    assert facets["xy"][1] == 7 and facets["pytorch"][0] == "PyTorch", facets
+    with srv.client() as c:
+        for spelling in ("xy", "XY", "ｘｙ", " x y ".replace(" ", "")):
+            rows = c.get(f"/api/leaderboard/cifar10/train-time?framework={quote(spelling)}&top=100").json()
+            assert len(rows) == 7, (spelling, rows)
+        page = c.get("/tasks/cifar10/train-time").text
+        assert page.count("framework=xy") + page.count("framework=XY") + page.count("framework=%EF%BD%98") == 1
+        pytorch = c.get("/api/leaderboard/cifar10/train-time?framework=pytorch&top=1000").json()
+        assert first.json()["id"] in {r["entry_id"] for r in pytorch}
+    groups = {fold(g["name"]): g for g in leaderboard_score(store, by="author", tasks=["cifar10"])["groups"]}
+    assert "alice" in groups and sum(1 for k in groups if k == "alice") == 1
+    assert groups["alice"]["name"] == "Alice" and groups["alice"]["cells"][0]["entry_id"] == ids[0]
+
+
+# --- plots and prices ---------------------------------------------------------------------------------------------
+
+
+def test_plots_ignore_and_mark_an_impossible_cost_and_sub_cent_costs_show_their_digits(tmp_path):
+    from daybreak.leaderboard.site import Site
+    from daybreak.leaderboard.store import Store
+
+    with Store(f"sqlite:///{tmp_path / 'plot.sqlite'}") as store:
+        for i, (hours, cost) in enumerate(((0.5, 3.0), (0.25, 8.0), (1.0, 1.0), (0.02, 0.21))):
+            doc, tsv = _dawnbench(f"Sane {i}", hours=(hours / 4, hours / 2, hours), cost=cost)
+            store.add(parse_submission(json.dumps(doc).encode(), tsv.encode(), source=f"s{i}", task="cifar10"))
+        doc, tsv = _dawnbench("Impossible", hours=(0.1, 0.2, 0.3), cost=1.0)
+        sub = parse_submission(json.dumps(doc).encode(), tsv.encode(), source="odd", task="cifar10")
+        sub.cost_per_hour, sub.train_cost_usd = 1e-300, 1e-301  # stored before the price floor
+        odd_id, _ = store.add(sub)
+        html = Site(store).board_html("cifar10", "train-time")
+        svg = html[html.index('class="boardplot"'):]
+        svg = svg[:svg.index("</svg>")]
+        assert f'class="off-scale" data-entry="{odd_id}"' in svg and "impossible: $1e-301 is less than" in svg
+        assert "1 entry has impossible values" in html
+        ticks = re.findall(r'text-anchor="end">\$([0-9.,e-]+)<', svg)
+        assert ticks and min(float(t.replace(",", "")) for t in ticks) >= 0.001, ticks  # not squashed to 1e-301
+        assert f'class="front" data-entry="{odd_id}"' not in svg  # no part in the Pareto front
+        cost_board = Site(store).board_html("cifar10", "train-cost")
+        assert "$0.00420" in cost_board  # 0.02 h x 0.21 USD/h: three significant digits, not $0.00

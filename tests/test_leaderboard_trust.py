@@ -102,7 +102,9 @@ def synth_run(*, seed=0, accuracies=(0.7, 0.95, 0.99), epoch_s=1.0, task="digits
         steps_to_target=first and first.step, history=history,
         phases=[PhaseInterval(phase=p, start_s=a, end_s=b) for p, a, b in phases], clocks=clocks, rules="dawnbench",
         total_s=total, init_s=0.6, system=system_info(), started_at=started,
-        finished_at=started + timedelta(seconds=total), cost_per_hour=cost,
+        finished_at=started + timedelta(seconds=total), cost_per_hour=cost, steps_per_epoch=steps_per_epoch,
+        per_device_batch_size=64, global_batch_size=64 * world_size, effective_batch_size=64,
+        train_examples=steps_per_epoch * 64 * world_size + 3,
     )
 
 
@@ -532,7 +534,7 @@ def test_pages_read_columns_not_documents(srv):
     """GET / and the tables never select document_json (or the curve): a page of ten rows reads ten short rows.
     With large stored documents, the memory a request takes stays small."""
     store = srv.store
-    misc = "x" * (900 * 1024)
+    misc = ["x" * 1000] * 900  # 900 kB in strings of the longest length allowed
     for i in range(40):
         store.add(parse_submission(json.dumps(dawnbench_doc(f"Large {i}", misc=misc, date="2019-05-0%d" % (1 + i % 9)))
                                    .encode(), dawnbench_tsv(hours=(0.1, 0.2, 1 + i)).encode(), source=f"large-{i}",

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from daybreak.leaderboard.boardplot import cost_time_svg, pareto_front, points_of, record_history, record_svg
+from daybreak.leaderboard.boardplot import (
+    cost_time_svg, impossible, impossible_time, pareto_front, points_of, record_history, record_svg,
+)
 from daybreak.leaderboard.query import FILTERS, ORDERS, SORTS, BoardQuery, acceptable
 from daybreak.leaderboard.ranking import Objective, reference_value
 
@@ -115,7 +117,9 @@ def plots(store, task: str, obj: Objective, query: BoardQuery, link: Link) -> di
         return link("entry", entry_id=entry_id)
 
     priced = sum(1 for p in points if p.cost_usd and p.cost_usd > 0)
+    off_scale = sum(1 for p in points if impossible(p) is not None)
     return {"cost_time": cost_time_svg(points, entry_link), "record": record_svg(points, entry_link),
             "points": len(points), "priced": priced, "unpriced": len(points) - priced,
-            "front": len(pareto_front(points)), "records": len(record_history(points)),
-            "capped": len(points) == MAX_PLOT_POINTS}
+            "front": len(pareto_front([p for p in points if impossible(p) is None])),
+            "records": len(record_history([p for p in points if impossible_time(p) is None])),
+            "off_scale": off_scale, "capped": len(points) == MAX_PLOT_POINTS}

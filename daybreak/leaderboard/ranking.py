@@ -1,7 +1,7 @@
 """The four DAWNBench objectives and daybreak's two energy objectives, how they are ranked and how they are shown.
 
 - ``train-time``: hours of the first TSV row at or above the target (stored in seconds), shown ``h:mm:ss``;
-- ``train-cost``: that time x ``costPerHour``, in USD, shown ``$0.00``;
+- ``train-cost``: that time x ``costPerHour``, in USD, shown ``$0.00`` (under a cent: three significant digits);
 - ``latency``: milliseconds per example (batch 1), shown with 4 decimals;
 - ``inference-cost``: USD to process 10,000 examples (cost per example x 10,000), shown ``$0.00``;
 - ``train-energy``: joules to the target under DAWNBench's clock, from daybreak's hardware counters, shown
@@ -52,7 +52,14 @@ def format_hms(seconds: float) -> str:
 
 
 def format_usd(usd: float) -> str:
-    return f"${usd:,.2f}" if math.isfinite(usd) else NOT_A_NUMBER
+    """``$1,234.50``; under a cent with three significant digits (``$0.00421``, ``$0.0000208``), so that cheap
+    entries do not all show ``$0.00``."""
+    if not math.isfinite(usd):
+        return NOT_A_NUMBER
+    if 0 < abs(usd) < 0.01:
+        decimals = 2 - math.floor(math.log10(abs(usd)))
+        return f"${usd:.{decimals}f}" if decimals <= 12 else f"${usd:.3g}"
+    return f"${usd:,.2f}"
 
 
 def format_ms(ms: float) -> str:

@@ -23,7 +23,8 @@ from typing import Any
 
 from daybreak.errors import ConfigError
 from daybreak.leaderboard.plausibility import (
-    check_inference_energy, check_latency, check_power, check_price_date, check_run, check_time, close,
+    check_clock_shape, check_inference_energy, check_latency, check_power, check_price, check_price_date,
+    check_price_per_example, check_run, check_time, close,
 )
 from daybreak.leaderboard.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
@@ -57,7 +58,9 @@ def load_run(doc: dict, what: str):
     types as the model declares them, and the model's constraints); one-line SubmissionError if it is not one."""
     from daybreak.records.run import RunResult
 
-    return validate_record(RunResult, doc, what, "run record")
+    run = validate_record(RunResult, doc, what, "run record")
+    check_clock_shape(doc, what)
+    return run
 
 
 def is_external(run) -> bool:
@@ -452,6 +455,10 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
         per_example = per_10k / 10_000
     if per_10k is not None and per_10k <= 0:
         per_example = per_10k = None
+    cost_per_hour = record.get("cost_per_hour")
+    check_price(cost_per_hour if isinstance(cost_per_hour, (int, float)) else None, what)
+    check_price_per_example(per_example, mean_ms, what, "cost_per_10k_usd / 10,000" if record.get("cost_per_10k_usd")
+                            is not None else "cost_per_example_usd")
     hardware = record.get("hardware_summary") or _hardware(record.get("system"))
     created = record.get("created_at")
     submitted = check_date(_datetime(created, what), f"{what}: created_at")

@@ -24,7 +24,8 @@ Schema versions: 1 (daybreak before provenance), 2 (provenance, tie-break date, 
 reproductions, jobs), 3 (energy: joules to target, joules per 10,000 examples and the kinds they cover), 4 (the
 structured system: accelerator type and count, CPU, framework name and version, cloud instance; attribution: code
 commit and recipe hash; the rule set of the time and an MLPerf entry's round, division and availability), 5 (jobs:
-lease numbers, their history and one active job per entry). Opening an older database upgrades it in place (new
+lease numbers, their history and one active job per entry; the accelerator and framework names folded for the
+filters). Opening an older database upgrades it in place (new
 columns added and filled in from the stored documents, see :meth:`Store._migrate`); a database of a newer version is
 refused with a one-line message.
 """
@@ -51,6 +52,7 @@ from sqlalchemy.pool import StaticPool
 
 from daybreak.errors import DaybreakError
 from daybreak.leaderboard.query import BoardQuery
+from daybreak.leaderboard.text_rules import fold, nfc
 from daybreak.leaderboard.submission import (
     MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF, PROVENANCES,
     Submission, one_line,
@@ -64,6 +66,7 @@ MAX_RANKED_VALUE = 1e13  # above every bounded objective (time <= 3.6e9 s, cost 
 ENERGY_COLUMNS = ("train_energy_j", "inference_energy_10k_j")
 SYSTEM_COLUMNS = ("accelerator", "accelerator_count", "cpu", "framework_name", "framework_version", "cloud_instance",
                   "code_commit", "recipe_sha256")  # schema 4, filled in from stored documents by _fill_systems
+KEY_COLUMNS = {"accelerator_key": "accelerator", "framework_key": "framework_name"}  # schema 5: key -> the named
 REBUILD_HINT = ("rebuild it: move the database away and run `daybreak leaderboard import` again on your "
                 "submissions")
 
@@ -152,6 +155,11 @@ class Entry(Base):
     mlperf_round: Mapped[str | None] = mapped_column(String(16), nullable=True)
     division: Mapped[str | None] = mapped_column(String(16), nullable=True)
     availability: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # --- schema 5 (added to older tables by _migrate and filled in from the columns above) ------------------------
+    # the accelerator and framework names as the board's filters compare them (text_rules.fold: NFKC, case folded,
+    # no invisible characters), so that "ＰｙＴｏｒｃｈ", "pytorch" and "PyTorch" are one filter
+    accelerator_key: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
+    framework_key: Mapped[str | None] = mapped_column(String(50), nullable=True, index=True)
 
     @property
     def curve(self) -> list[list[float | None]]:
@@ -237,10 +245,11 @@ EMPTY_AS_NULL = frozenset({"submitter", "energy_covers", "accelerator", "cpu", "
 
 
 def _stored(column: str, value: Any) -> Any:
-    """``value`` as the column of that name stores it: text cut to the column's length, "" as NULL for
+    """``value`` as the column of that name stores it: text in NFC cut to the column's length, "" as NULL for
     ``EMPTY_AS_NULL``."""
     if isinstance(value, str):
         length = getattr(Entry.__table__.columns[column].type, "length", None)
+        value = nfc(value)
         value = value[:length] if length else value
         if value == "" and column in EMPTY_AS_NULL:
             return None
@@ -340,20 +349,22 @@ class Ranked:
 
 
 FACETS = {  # a board's filter dimension -> what it groups on (BoardQuery's names)
-    "accelerator": Entry.accelerator, "framework": Entry.framework_name, "year": extract("year", Entry.submitted_at),
-    "provenance": Entry.provenance, "rules": Entry.clock_rules, "division": Entry.division,
-    "availability": Entry.availability,
+    "accelerator": Entry.accelerator_key, "framework": Entry.framework_key,
+    "year": extract("year", Entry.submitted_at), "provenance": Entry.provenance, "rules": Entry.clock_rules,
+    "division": Entry.division, "availability": Entry.availability,
 }
+FACET_LABELS = {"accelerator": Entry.accelerator, "framework": Entry.framework_name}  # a folded group's name
 MAX_FACETS = 200  # values of one dimension a board lists at most
 
 
 def _filters(query: BoardQuery) -> list[Any]:
-    """BoardQuery's filters as SQL conditions (text filters: exact, case-insensitive)."""
+    """BoardQuery's filters as SQL conditions (text filters: the whole name, compared folded: case, width and
+    compatibility forms aside, text_rules.fold)."""
     out: list[Any] = []
     if query.accelerator:
-        out.append(func.lower(Entry.accelerator) == query.accelerator.lower())
+        out.append(Entry.accelerator_key == fold(query.accelerator))
     if query.framework:
-        out.append(func.lower(Entry.framework_name) == query.framework.lower())
+        out.append(Entry.framework_key == fold(query.framework))
     if query.min_count is not None:
         out.append(Entry.accelerator_count >= query.min_count)
     if query.max_count is not None:
@@ -597,7 +608,7 @@ class Store:
         quote = dialect.identifier_preparer.quote
         names = {c.name for c in missing}
         from_v1 = "provenance" in names
-        from_version = 1 if from_v1 else 2 if names & set(ENERGY_COLUMNS) else 3
+        from_version = 1 if from_v1 else 2 if names & set(ENERGY_COLUMNS) else 3 if names & set(SYSTEM_COLUMNS) else 4
         with self.engine.begin() as conn:
             have = {c["name"] for c in inspect(conn).get_columns(table)}
             for column in missing:
@@ -611,13 +622,16 @@ class Store:
                 self._fill_energy(conn)
             if names & set(SYSTEM_COLUMNS):
                 self._fill_systems(conn)
+            if names & (set(SYSTEM_COLUMNS) | set(KEY_COLUMNS)):
+                self._fill_keys(conn)
         added = {c.name for c in missing}
         for index in Entry.__table__.indexes:
             if {c.name for c in index.columns} & added:
                 index.create(self.engine, checkfirst=True)
         parts = (["provenance, tie-break date, multi-run statistics, reproductions"] if from_v1 else []) + (
             ["energy"] if names & set(ENERGY_COLUMNS) else []) + (
-            ["structured systems, attribution, rule set"] if names & set(SYSTEM_COLUMNS) else [])
+            ["structured systems, attribution, rule set"] if names & set(SYSTEM_COLUMNS) else []) + (
+            ["folded names for the filters"] if names & set(KEY_COLUMNS) else [])
         self.migrated.append(f"upgraded the leaderboard database from schema v{from_version} to "
                              f"v{SCHEMA_VERSION} (added {len(missing)} columns: {', '.join(parts) or 'other'})")
 
@@ -645,6 +659,21 @@ class Store:
                 values = {k: _stored(k, v) for k, v in values.items() if k in SYSTEM_COLUMNS}
                 if values:
                     conn.execute(update(Entry).where(Entry.id == entry_id).values(**values))
+
+    @staticmethod
+    def _fill_keys(conn: Any) -> None:
+        """Schema 5: the folded accelerator and framework names of every stored entry (text_rules.fold)."""
+        last = 0
+        while True:  # 500 rows at a time
+            rows = conn.execute(select(Entry.id, Entry.accelerator, Entry.framework_name).where(Entry.id > last)
+                                .order_by(Entry.id).limit(500)).all()
+            if not rows:
+                return
+            for entry_id, accelerator, framework in rows:
+                last = entry_id
+                conn.execute(update(Entry).where(Entry.id == entry_id).values(
+                    accelerator_key=_stored("accelerator_key", fold(accelerator)) or None,
+                    framework_key=_stored("framework_key", fold(framework)) or None))
 
     @staticmethod
     def _fill_energy(conn: Any) -> None:
@@ -716,6 +745,8 @@ class Store:
             values[f.name] = _stored(f.name, value)
         values["imported_at"] = now_utc()
         values["ranked_at"] = sub.ranked_at or sub.submitted_at
+        for key, named in KEY_COLUMNS.items():
+            values[key] = _stored(key, fold(values.get(named))) or None
         return Entry(**values)
 
     def add(self, sub: Submission) -> tuple[int, bool]:
@@ -873,8 +904,9 @@ class Store:
         """(value, rows) of one filter dimension (a key of FACETS) over the rows of ``task`` ranked on ``column``,
         unfiltered, by value."""
         key = FACETS[dimension]
+        label = FACET_LABELS.get(dimension, key)
         _attr, where = self._ranked_filter(task, column, None)
-        q = select(key, func.count(Entry.id)).where(where, key.is_not(None)).group_by(key).order_by(key)
+        q = select(func.min(label), func.count(Entry.id)).where(where, key.is_not(None)).group_by(key).order_by(key)
         with self._reading() as session:
             rows = session.execute(q.limit(MAX_FACETS)).all()
         return [(int(v) if dimension == "year" else v, int(n)) for v, n in rows if v != ""]
