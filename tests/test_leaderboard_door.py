@@ -297,3 +297,30 @@ def test_plots_ignore_and_mark_an_impossible_cost_and_sub_cent_costs_show_their_
         assert f'class="front" data-entry="{odd_id}"' not in svg  # no part in the Pareto front
         cost_board = Site(store).board_html("cifar10", "train-cost")
         assert "$0.00420" in cost_board  # 0.02 h x 0.21 USD/h: three significant digits, not $0.00
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_version_4_database_gets_its_names_folded_for_the_filters(kind, tmp_path):
+    from sqlalchemy import text
+
+    from daybreak.leaderboard.store import Store
+
+    from test_leaderboard_once import db_url
+
+    url = db_url(kind, tmp_path, "keys_v4")
+    with Store(url) as store:
+        for i, framework in enumerate(("PyTorch 1.0", "ＰｙＴｏｒｃｈ 1.1", "x\u200by")):
+            doc, tsv = _dawnbench(f"Keys {i}", framework="PyTorch 1.0", hours=(0.01, 0.02, 0.03 + i / 100))
+            sub = parse_submission(json.dumps(doc).encode(), tsv.encode(), source=f"k{i}", task="cifar10")
+            sub.framework_name = framework.split(" ")[0]
+            store.add(sub)
+        with store.engine.begin() as conn:
+            for column in ("accelerator_key", "framework_key"):
+                conn.execute(text(f"DROP INDEX ix_daybreak_leaderboard_entries_{column}"))
+                conn.execute(text(f"ALTER TABLE daybreak_leaderboard_entries DROP COLUMN {column}"))
+            conn.execute(text("UPDATE daybreak_leaderboard_meta SET value = '4' WHERE key = 'schema_version'"))
+    with Store(url) as store:
+        assert store.migrated and "from schema v4 to v5" in store.migrated[0] and "folded names" in store.migrated[0]
+        assert sorted(e.framework_key for e in store.entries()) == ["pytorch", "pytorch", "xy"]
+        assert {e.accelerator_key for e in store.entries()} == {"nvidia v100"}
+        assert dict(store.facets("cifar10", "time_to_target_s", "framework")) == {"PyTorch": 2, "x\u200by": 1}
