@@ -165,7 +165,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     e = lsub.add_parser("export", help="write the web pages as a static site",
                         description="Write index.html, one page per task x objective, one page per entry and the "
-                                    "JSON API files under DIR.")
+                                    "JSON API files under DIR. A symbolic link inside DIR is refused before "
+                                    "anything is written (it would make the export write outside DIR).")
     e.add_argument("dir", type=Path, metavar="DIR")
     e.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     e.set_defaults(func=cmd_export)
@@ -344,6 +345,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.dir.exists() and not args.dir.is_dir():
         raise ConfigError(f"{args.dir}: exists and is not a folder")
+    from daybreak.leaderboard.site import no_links
+
+    no_links(args.dir)  # before the database is opened: nothing is read or written
     with Store(args.db, create=False) as store:
         try:
             count = Site(store).export(args.dir)

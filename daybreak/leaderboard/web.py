@@ -14,8 +14,8 @@ A submission is either a form (``multipart/form-data`` or urlencoded) with the f
 DAWNBench v1 JSON, daybreak's result.json / inference.json, or a repeat's summary.json), ``tsv`` (the DAWNBench
 training TSV), ``run`` (one per run of a repeat summary: its result.json) and ``task`` (when the JSON does not
 say), or an ``application/json`` body (daybreak records, DAWNBench inference JSON; ``?task=`` names the task).
-It needs a submitter token from the host's token file, sent as ``Authorization: Bearer TOKEN`` (or
-``X-Daybreak-Token``), compared in constant time on the raw bytes. Everything uploaded is ``self-reported``,
+It needs a submitter token from the host's token file, sent as ``Authorization: Bearer TOKEN`` (the only header
+read for it), compared in constant time on the raw bytes. Everything uploaded is ``self-reported``,
 whatever it says about itself; a rejected submission gets a 4xx with ``{"error": "..."}`` and stores nothing;
 the same content submitted twice is stored once.
 
@@ -455,9 +455,11 @@ def _authorize(request, tokens: list[Token]) -> str:
     if not tokens:
         raise _Rejected(403, "submissions are closed: this server was started without --token-file")
     header = request.headers.get("authorization", "")
-    presented = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get("x-daybreak-token")
+    presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
     if not presented:
-        raise _Rejected(401, "a submitter token is required (Authorization: Bearer TOKEN)",
+        hint = (" (X-Daybreak-Token is not read: the token goes in the Authorization header)"
+                if "x-daybreak-token" in request.headers else "")
+        raise _Rejected(401, f"a submitter token is required (Authorization: Bearer TOKEN){hint}",
                         {"WWW-Authenticate": "Bearer"})
     token = match_token(tokens, presented.strip())
     if token is None:
