@@ -11,12 +11,12 @@ from datetime import datetime, timezone
 import pytest
 
 
-from daybreak.leaderboard.importer import import_paths
-from daybreak.leaderboard.ranking import OBJECTIVES, format_joules, leaderboard
-from daybreak.leaderboard.runs_import import parse_inference, parse_run
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import SubmissionError
+from daybreak.leaderboard.ingest.importer import import_paths
+from daybreak.leaderboard.ranking.objectives import OBJECTIVES, format_joules, leaderboard
+from daybreak.leaderboard.ingest.runs_import import parse_inference, parse_run
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.ingest.submission import SubmissionError
 
 from test_leaderboard_trust import (  # noqa: E402 - the trust tests' consistent records and servers
     _pg_schema_url, dawnbench_doc, dawnbench_tsv, make_store, post_json, serving, synth_run, upload,

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from daybreak.cli import main
-from daybreak.leaderboard.dawnbench_import import parse_tsv
-from daybreak.leaderboard.importer import import_paths, parse_submission
-from daybreak.leaderboard.ranking import format_hms, format_ms, format_usd, leaderboard, rank_entries, get_objective
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import SubmissionError
+from daybreak.leaderboard.ingest.dawnbench_import import parse_tsv
+from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
+from daybreak.leaderboard.ranking.objectives import format_hms, format_ms, format_usd, leaderboard, rank_entries, get_objective
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.ingest.submission import SubmissionError
 
 from conftest import single_line
 
@@ -289,7 +289,7 @@ def test_cli_errors_are_one_line(capsys, argv, fragment):
 
 
 def test_default_db_is_the_env_var_then_the_user_data_dir(monkeypatch, tmp_path):
-    from daybreak.leaderboard.store import default_db_url, normalize_url
+    from daybreak.leaderboard.store.database import default_db_url, normalize_url
 
     monkeypatch.setenv("DAYBREAK_DB", "sqlite:///x.sqlite")
     assert default_db_url() == "sqlite:///x.sqlite"

@@ -33,8 +33,8 @@ from test_leaderboard_trust import (  # noqa: E402
     TEST_LIMITS, dawnbench_doc, dawnbench_tsv, make_store, serving, srv, upload,
 )
 
-from daybreak.leaderboard.importer import parse_submission  # noqa: E402
-from daybreak.leaderboard.text_rules import fold  # noqa: E402
+from daybreak.leaderboard.ingest.importer import parse_submission  # noqa: E402
+from daybreak.leaderboard.ingest.text_rules import fold  # noqa: E402
 
 httpx = pytest.importorskip("httpx")
 
@@ -220,7 +220,7 @@ def test_invisible_text_is_refused_naming_the_field_and_names_compare_as_read(sr
     """Issue 29: U+FEFF, U+200B, U+00AD, U+2060, U+180E, U+3164, U+E0041 (and the other fillers) in any text field
     are a 422 naming the field; what is taken is stored in NFC; "xy", "XY" and "ｘｙ" are one framework filter,
     "Alice", "ALICE" and "Ａｌｉｃｅ" one author, also for rows stored before the rule (a database may hold them)."""
-    from daybreak.leaderboard.score import leaderboard_score
+    from daybreak.leaderboard.ranking.score import leaderboard_score
 
     store = srv.store
     with srv.client() as c:
@@ -276,8 +276,8 @@ def test_invisible_text_is_refused_naming_the_field_and_names_compare_as_read(sr
 
 
 def test_plots_ignore_and_mark_an_impossible_cost_and_sub_cent_costs_show_their_digits(tmp_path):
-    from daybreak.leaderboard.site import Site
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.web.pages import Site
+    from daybreak.leaderboard.store.database import Store
 
     with Store(f"sqlite:///{tmp_path / 'plot.sqlite'}") as store:
         for i, (hours, cost) in enumerate(((0.5, 3.0), (0.25, 8.0), (1.0, 1.0), (0.02, 0.21))):
@@ -303,7 +303,7 @@ def test_plots_ignore_and_mark_an_impossible_cost_and_sub_cent_costs_show_their_
 def test_a_version_4_database_gets_its_names_folded_for_the_filters(kind, tmp_path):
     from sqlalchemy import text
 
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.store.database import Store
 
     from test_leaderboard_once import db_url
 

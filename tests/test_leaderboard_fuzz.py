@@ -713,8 +713,8 @@ def test_hostile_uploads_get_a_422_naming_the_field_and_store_nothing(srv):
 def test_leaderboard_import_reads_files_with_the_same_readers(tmp_path):
     """`daybreak leaderboard import` of run directories and DAWNBench files refuses what an upload is refused
     for, with the same message, and stores the good ones."""
-    from daybreak.leaderboard.importer import import_paths
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ingest.importer import import_paths
+    from daybreak.leaderboard.store.database import Store
 
     runs = tmp_path / "runs"
     run_cases = [c for c in ISSUE_CASES if c.fmt == "run"]
@@ -745,7 +745,7 @@ def survey(cases: list[Case]) -> list[tuple[Case, int, str]]:
     """Post every case to a fresh SQLite server: (case, status, body) for each."""
     import tempfile
 
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.store.database import Store
 
     answers = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_leaderboard_trust import AUTH, SECRET, _pg_schema_url, run_doc, serving  # noqa: E402
 
-from daybreak.leaderboard.runs_import import parse_run  # noqa: E402
-from daybreak.leaderboard.store import Job, LeaseLost, Store, now_utc  # noqa: E402
+from daybreak.leaderboard.ingest.runs_import import parse_run  # noqa: E402
+from daybreak.leaderboard.store.database import Job, LeaseLost, Store, now_utc  # noqa: E402
 
 httpx = pytest.importorskip("httpx")
 
@@ -163,7 +163,7 @@ def test_a_version_4_jobs_table_gets_leases_and_one_active_job_per_entry(kind, t
 def test_a_worker_that_loses_its_lease_stops_its_trial_and_says_why(tmp_path):
     """The trial (here a stand-in for `python -m daybreak run` that sleeps) is ended within about a second of the
     heartbeat that finds the lease gone; nothing is stored; the job's history names the worker and what happened."""
-    from daybreak.leaderboard.reproduce import WorkerOptions, work
+    from daybreak.leaderboard.reproduce.worker import WorkerOptions, work
 
     store, entry_id = entry_store(f"sqlite:///{tmp_path / 'lost.sqlite'}")
     pid_file = tmp_path / "trial.pid"

@@ -11,10 +11,10 @@ from datetime import datetime
 
 import pytest
 
-from daybreak.leaderboard.importer import parse_submission
-from daybreak.leaderboard.ranking import leaderboard
-from daybreak.leaderboard.store import Base, Store, StoreError
-from daybreak.leaderboard.submission import SubmissionError
+from daybreak.leaderboard.ingest.importer import parse_submission
+from daybreak.leaderboard.ranking.objectives import leaderboard
+from daybreak.leaderboard.store.database import Base, Store, StoreError
+from daybreak.leaderboard.ingest.submission import SubmissionError
 
 PG_ENV = "DAYBREAK_TEST_PG_URL"
 
@@ -141,8 +141,8 @@ def test_every_submission_field_has_its_column_and_round_trips(store):
     comes back is what went in."""
     from dataclasses import fields
 
-    from daybreak.leaderboard.store import EMPTY_AS_NULL, STORED_AS_JSON, Entry
-    from daybreak.leaderboard.submission import Submission
+    from daybreak.leaderboard.store.database import EMPTY_AS_NULL, STORED_AS_JSON, Entry
+    from daybreak.leaderboard.ingest.submission import Submission
 
     columns = set(Entry.__table__.columns.keys())
     for f in fields(Submission):
@@ -188,7 +188,7 @@ def test_a_version_3_database_gets_the_system_columns_filled_in(tmp_path, capsys
     from sqlalchemy import text as sql
 
     from daybreak.cli import main
-    from daybreak.leaderboard.store import SYSTEM_COLUMNS
+    from daybreak.leaderboard.store.database import SYSTEM_COLUMNS
 
     run = tmp_path / "run"
     assert main(["run", "--out", str(run), "-q", "--threads", "1"]) == 0

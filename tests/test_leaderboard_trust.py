@@ -37,13 +37,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from daybreak.cli import main
-from daybreak.leaderboard.importer import import_paths, parse_submission
-from daybreak.leaderboard.query import SORTS
-from daybreak.leaderboard.ranking import leaderboard
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Base, Entry, Store, StoreError
-from daybreak.leaderboard.submission import SubmissionError
-from daybreak.leaderboard.web import Limits, Token, create_app, load_tokens, server_config
+from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
+from daybreak.leaderboard.ranking.query import SORTS
+from daybreak.leaderboard.ranking.objectives import leaderboard
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Base, Entry, Store, StoreError
+from daybreak.leaderboard.ingest.submission import SubmissionError
+from daybreak.leaderboard.web.app import Limits, Token, create_app, load_tokens, server_config
 
 httpx = pytest.importorskip("httpx")
 
@@ -164,7 +164,7 @@ def _pg_schema_url(schema: str) -> str:
     cuts connections does not touch the module's server, which uses the default schema."""
     from sqlalchemy import create_engine, text
 
-    from daybreak.leaderboard.store import normalize_url
+    from daybreak.leaderboard.store.database import normalize_url
 
     url = os.environ.get(PG_ENV, "").strip()
     if not url:
@@ -755,7 +755,7 @@ def test_a_database_outage_is_a_503_with_the_reason(tmp_path):
     if os.environ.get(PG_ENV, "").strip():
         from sqlalchemy.engine import make_url
 
-        from daybreak.leaderboard.store import normalize_url
+        from daybreak.leaderboard.store.database import normalize_url
 
         parsed = make_url(normalize_url(_pg_schema_url("daybreak_outage")))
         proxy = _Proxy((parsed.host or "127.0.0.1", parsed.port or 5432))
@@ -983,7 +983,7 @@ def test_reproduce_a_daybreak_digits_entry_end_to_end(digits_run, tmp_path, caps
 
 
 def test_the_server_queues_reproductions_for_the_worker(srv, digits_run, tmp_path):
-    from daybreak.leaderboard.reproduce import WorkerOptions, work
+    from daybreak.leaderboard.reproduce.worker import WorkerOptions, work
 
     store = srv.store
     report = import_paths(store, [digits_run])
@@ -1026,7 +1026,7 @@ def _as_entry(doc: dict, source_format: str = "daybreak.run"):
 
 
 def test_the_reproduction_plan_is_the_recorded_configuration():
-    from daybreak.leaderboard.reproduce_plan import plan_for
+    from daybreak.leaderboard.reproduce.plan import plan_for
 
     doc = run_doc(seed=12, world_size=4, hyperparameters={**run_doc()["hyperparameters"], "epochs": 20, "lr": 0.05})
     doc["rules"], doc["eval_every_steps"] = "mlperf", 50
@@ -1054,7 +1054,7 @@ def test_the_reproduction_plan_is_the_recorded_configuration():
                         hyperparameters={"init_from": "/etc"}), "init_from"),
 ])
 def test_what_the_host_will_not_run(change, fragment):
-    from daybreak.leaderboard.reproduce_plan import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
 
     doc = run_doc(seed=13)
     change(doc)
@@ -1068,8 +1068,8 @@ def test_what_the_host_will_not_run(change, fragment):
 def test_jobs_survive_a_restart_and_failures_are_recorded(tmp_path, digits_run):
     from sqlalchemy import update
 
-    from daybreak.leaderboard.reproduce import WorkerOptions, work
-    from daybreak.leaderboard.store import Job
+    from daybreak.leaderboard.reproduce.worker import WorkerOptions, work
+    from daybreak.leaderboard.store.database import Job
 
     url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
     with Store(url) as store:
@@ -1137,7 +1137,7 @@ _V1_COLUMNS = [
 def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
     from sqlalchemy import create_engine, text
 
-    from daybreak.leaderboard.store import normalize_url
+    from daybreak.leaderboard.store.database import normalize_url
 
     if kind == "sqlite":
         url = f"sqlite:///{tmp_path / 'v1.sqlite'}"

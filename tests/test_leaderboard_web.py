@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.importer import import_paths, parse_submission
-from daybreak.leaderboard.query import SORTS
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import SubmissionError
-from daybreak.leaderboard.web import Token, create_app, load_tokens
+from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
+from daybreak.leaderboard.ranking.query import SORTS
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.ingest.submission import SubmissionError
+from daybreak.leaderboard.web.app import Token, create_app, load_tokens
 
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402

@@ -21,7 +21,7 @@ DB_EXISTING_HELP = DB_HELP + "; must exist (nothing is created: a missing one is
 
 def register(sub: argparse._SubParsersAction) -> None:
     from daybreak.config import RunConfig
-    from daybreak.leaderboard.ranking import OBJECTIVES
+    from daybreak.leaderboard.ranking.objectives import OBJECTIVES
     from daybreak.options import add_dataclass_flags, add_flags
 
     p = sub.add_parser(
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--db", metavar="URL", help=DB_CREATE_HELP)
     v.add_argument("--token-file", type=Path, metavar="FILE",
                    help="submitter tokens, one per line (TOKEN or NAME TOKEN); without it submissions are closed")
-    from daybreak.leaderboard.limits import Limits
+    from daybreak.leaderboard.web.limits import Limits
 
     d = Limits()
     v.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, metavar="N",
@@ -178,9 +178,9 @@ def _say_migrated(store) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.importer import import_paths
-    from daybreak.leaderboard.submission import printable
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ingest.importer import import_paths
+    from daybreak.leaderboard.ingest.submission import printable
+    from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
     if args.task is not None and leaderboard_task(args.task).clock_rules == "mlperf":
@@ -205,8 +205,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_import_mlperf(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.mlperf_import import import_mlperf, resolve_round
-    from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.submission import printable
+    from daybreak.leaderboard.store.database import Store
+    from daybreak.leaderboard.ingest.submission import printable
 
     resolve_round(args.dir, args.round)  # a wrong folder or round is a one-line error before the database opens
     with Store(args.db) as store:
@@ -255,8 +255,8 @@ def _table(rows: list[dict], header: str) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.ranking import get_objective, leaderboard, parse_provenance
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ranking.objectives import get_objective, leaderboard, parse_provenance
+    from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
     task = leaderboard_task(args.task)
@@ -281,9 +281,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from daybreak.leaderboard.limits import Limits
-    from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.web import create_app, load_tokens, server_config
+    from daybreak.leaderboard.web.limits import Limits
+    from daybreak.leaderboard.store.database import Store
+    from daybreak.leaderboard.web.app import create_app, load_tokens, server_config
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: not a TCP port")
@@ -340,12 +340,12 @@ def listen_socket(host: str, port: int):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.site import Site
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.web.pages import Site
+    from daybreak.leaderboard.store.database import Store
 
     if args.dir.exists() and not args.dir.is_dir():
         raise ConfigError(f"{args.dir}: exists and is not a folder")
-    from daybreak.leaderboard.site import no_links
+    from daybreak.leaderboard.web.pages import no_links
 
     no_links(args.dir)  # before the database is opened: nothing is read or written
     with Store(args.db, create=False) as store:
@@ -389,8 +389,8 @@ def _executor(args: argparse.Namespace):
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
+    from daybreak.leaderboard.store.database import Store
 
     entry_id = _entry_id(args.entry)
     if args.timeout is not None and not args.timeout > 0:
@@ -424,8 +424,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     import signal
 
-    from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, WorkerOptions, work
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, WorkerOptions, work
+    from daybreak.leaderboard.store.database import Store
 
     if args.timeout is not None and not args.timeout > 0:
         raise ConfigError("--timeout must be greater than 0")
@@ -453,11 +453,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.score) -------------------------------
+# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.ranking.score) -------------------------------
 
 def register_score(lsub: argparse._SubParsersAction) -> None:
     from daybreak.analysis.stats import R_MAX
-    from daybreak.leaderboard.score import GROUP_BY
+    from daybreak.leaderboard.ranking.score import GROUP_BY
 
     c = lsub.add_parser(
         "score", formatter_class=HelpFormatter,
@@ -482,9 +482,9 @@ def register_score(lsub: argparse._SubParsersAction) -> None:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from daybreak.analysis.stats import r_max_option
-    from daybreak.leaderboard.ranking import parse_provenance
-    from daybreak.leaderboard.score import format_score, leaderboard_score
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ranking.objectives import parse_provenance
+    from daybreak.leaderboard.ranking.score import format_score, leaderboard_score
+    from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
     if args.top is not None and args.top < 1:

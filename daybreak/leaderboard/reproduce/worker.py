@@ -22,7 +22,7 @@ restart of the server or of the worker: a job left ``running`` by a worker that 
 in the store keeps a second worker from running jobs at the same time on the same database (timings on a busy
 machine would not be the host's best).
 
-Exactly once: a worker takes a job under a lease number that grows with every take (daybreak.leaderboard.store.
+Exactly once: a worker takes a job under a lease number that grows with every take (daybreak.leaderboard.store.database.
 Lease) and renews it with each heartbeat. The reproduction is stored, and the job marked done, in one transaction
 that checks the lease is still the job's. A worker that was stopped (SIGSTOP, a suspended VM, a lost network) while
 its trial ran on, and whose job was meanwhile taken again as stale, finds at its next heartbeat that the lease is
@@ -30,7 +30,7 @@ gone: it stops its trials at once (their process groups, or the Slurm array), st
 the job's history; if its trials had already finished, the fenced transaction refuses its result all the same.
 
 Here: running a plan and storing the reproduction, and the worker. What an entry's plan is (and why an entry
-cannot be reproduced), daybreak.leaderboard.reproduce_plan.
+cannot be reproduced), daybreak.leaderboard.reproduce.plan.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from typing import Callable
 
 from daybreak.errors import DaybreakError
 from daybreak.executors import ExecutorOptions
-from daybreak.leaderboard.reproduce_plan import ReproduceError, plan_for
-from daybreak.leaderboard.submission import SubmissionError, printable
+from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
+from daybreak.leaderboard.ingest.submission import SubmissionError, printable
 from daybreak.text import one_line
 
 DEFAULT_TIMEOUT_S = 4 * 3600.0
@@ -86,7 +86,7 @@ def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float,
     one stopped at its time limit, is a ReproduceError."""
     from daybreak.analysis.repeat import seed_dir_name
     from daybreak.executors import Trial, TrialsCancelled, make_executor
-    from daybreak.leaderboard.store import LeaseLost
+    from daybreak.leaderboard.store.database import LeaseLost
 
     names = [seed_dir_name(rp.seed) if plan.multi else "run" for rp in plan.runs]
     trials = [Trial(key=name, argv=rp.command(folder / name, python=python, cost_per_hour=cost_per_hour),
@@ -123,8 +123,8 @@ def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAUL
     worker's heartbeat when the lease is gone, which stops the trials. Either way: LeaseLost."""
     from daybreak.analysis.repeat import summarize
     from daybreak.errors import RecordError
-    from daybreak.leaderboard.importer import parse_submission
-    from daybreak.leaderboard.runs_import import parse_run
+    from daybreak.leaderboard.ingest.importer import parse_submission
+    from daybreak.leaderboard.ingest.runs_import import parse_run
     from daybreak.records.run import RunResult
 
     say = log or (lambda m: print(f"daybreak: {m}", file=sys.stderr, flush=True))
@@ -256,7 +256,7 @@ def work(store, options: WorkerOptions, stop: threading.Event | None = None) -> 
 def run_job(store, lease, entry_id: int, options: WorkerOptions, holder: str, say: Callable[[str], None]) -> None:
     """One job under ``lease``: a heartbeat thread renews it (and the worker's lease on the database) every
     ``heartbeat_s``; when the lease is found gone, the trials are stopped and the job's history says why."""
-    from daybreak.leaderboard.store import LeaseLost
+    from daybreak.leaderboard.store.database import LeaseLost
 
     beat_stop, lost = threading.Event(), threading.Event()
 
@@ -296,7 +296,7 @@ def run_job(store, lease, entry_id: int, options: WorkerOptions, holder: str, sa
 
 
 def _end(store, lease, holder: str, status: str, reason: str, say: Callable[[str], None]) -> None:
-    from daybreak.leaderboard.store import LeaseLost
+    from daybreak.leaderboard.store.database import LeaseLost
 
     try:
         store.finish_job(lease, status, reason)

@@ -23,10 +23,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daybreak.leaderboard.dawnbench_import import parse_dawnbench
-from daybreak.leaderboard.runs_import import is_external, parse_inference, parse_repeat, parse_run
-from daybreak.leaderboard.text_rules import visible
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.dawnbench_import import parse_dawnbench
+from daybreak.leaderboard.ingest.runs_import import is_external, parse_inference, parse_repeat, parse_run
+from daybreak.leaderboard.ingest.text_rules import visible
+from daybreak.leaderboard.ingest.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN,
     Submission, SubmissionError, load_json, one_line, printable, shown, text_field,
 )
@@ -371,7 +371,7 @@ def _dawnbench_author(run_dir: Path) -> tuple[str, str]:
 def _external(sub: Submission) -> bool:
     if sub.source_format != FORMAT_RUN:
         return str(sub.document.get("recipe", "")) == "external"
-    from daybreak.leaderboard.runs_import import load_run
+    from daybreak.leaderboard.ingest.runs_import import load_run
 
     return is_external(load_run(sub.document, sub.source))
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.query import BoardQuery, QueryError
-from daybreak.leaderboard.query import parse_provenance as parse_provenance  # the CLI's and the web's reader
-from daybreak.leaderboard.submission import PROVENANCE_SELF
+from daybreak.leaderboard.ranking.query import BoardQuery, QueryError
+from daybreak.leaderboard.ranking.query import parse_provenance as parse_provenance  # the CLI's and the web's reader
+from daybreak.leaderboard.ingest.submission import PROVENANCE_SELF
 
 
 NOT_A_NUMBER = "\u2014"  # what a value that is not a finite number shows (never stored since the bounds)
@@ -150,7 +150,7 @@ def sort_key(value: float, submitted_at: Any, entry_id: int) -> tuple:
 
 
 def _rankable(value: Any) -> bool:
-    from daybreak.leaderboard.store import MAX_RANKED_VALUE
+    from daybreak.leaderboard.store.database import MAX_RANKED_VALUE
 
     return isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= MAX_RANKED_VALUE
 
@@ -169,7 +169,7 @@ def rank_entries(entries: list[Any], objective: Objective, top: int | None = Non
 
 def _samples(entry: Any, objective: Objective) -> list[float]:
     """What the significance test compares for ``objective``: the runs' times, or their costs."""
-    from daybreak.leaderboard.store import run_times
+    from daybreak.leaderboard.store.database import run_times
 
     times = run_times(entry)
     if objective.name == "train-time":
@@ -218,7 +218,7 @@ def system_fields(entry: Any) -> dict[str, Any]:
 def row(entry: Any, objective: Objective, rank: int, above: Any = None, compare: bool = True) -> dict[str, Any]:
     """One leaderboard row, as `daybreak leaderboard show --json` and /api/ give it; ``above``: the entry ranked just
     before it, compared with Welch's test when ``compare``."""
-    from daybreak.leaderboard.store import run_times
+    from daybreak.leaderboard.store.database import run_times
 
     value = float(getattr(entry, objective.column))
     runs = None

@@ -223,7 +223,7 @@ def from_dawnbench(hardware: str, framework: str) -> System:
 def stored_columns(source_format: str, document: Any, hardware: str, framework: str) -> dict[str, Any]:
     """The schema-4 columns of an entry stored before schema 4, from its stored document (used by the store's
     upgrade): the structured system and, for daybreak records, the attribution (commit, recipe hash)."""
-    from daybreak.leaderboard.submission import FORMAT_DAWNBENCH, FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN
+    from daybreak.leaderboard.ingest.submission import FORMAT_DAWNBENCH, FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN
 
     if source_format == FORMAT_DAWNBENCH:
         return from_dawnbench(hardware, framework).columns()

@@ -5,8 +5,8 @@ Time to target is read from the run's history under DAWNBench v1's clock rules, 
 target for the task (the task's default), so a run made with a custom target counts only if its history passes
 the default one too. Runs recorded ``official: false`` (custom data, non-default target) are refused: the
 leaderboard compares like with like. Every record is validated by its model in pydantic's strict mode
-(:func:`daybreak.leaderboard.submission.validate_record`: no booleans or strings for numbers, the model's
-constraints), and every run record passes :mod:`daybreak.leaderboard.plausibility` first.
+(:func:`daybreak.leaderboard.ingest.submission.validate_record`: no booleans or strings for numbers, the model's
+constraints), and every run record passes :mod:`daybreak.leaderboard.ingest.plausibility` first.
 A multi-run entry ranks on the olympic mean of its runs (recomputed here from their histories).
 
 Energy (the ``train-energy`` and ``inference-energy`` objectives) is read only from daybreak's own counters: a run's
@@ -22,17 +22,17 @@ import re
 from typing import Any
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.plausibility import (
+from daybreak.leaderboard.ingest.plausibility import (
     check_clock_shape, check_inference_energy, check_latency, check_power, check_price, check_price_date,
     check_price_per_example, check_run, check_time, close,
 )
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
     SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches, text_field,
     validate_record,
 )
-from daybreak.leaderboard.systems import apply as apply_system
-from daybreak.leaderboard.systems import from_run_document
+from daybreak.leaderboard.ingest.systems import apply as apply_system
+from daybreak.leaderboard.ingest.systems import from_run_document
 from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_names
 
 
@@ -69,7 +69,7 @@ def is_external(run) -> bool:
 
 def run_time(run, task: LeaderboardTask, what: str, *, allow_unreached: bool = False):
     """(DAWNBench clock of every evaluation, conversion note or None, index of the first evaluation at or above
-    the leaderboard's target or None). Checks everything in :mod:`daybreak.leaderboard.plausibility`."""
+    the leaderboard's target or None). Checks everything in :mod:`daybreak.leaderboard.ingest.plausibility`."""
     check_run(run, what)
     if run.metric != task.metric:
         raise SubmissionError(f"{what}: metric: the run measured {run.metric!r} but {task.name} is ranked on "

@@ -4,7 +4,7 @@ Pages: ``/`` (every task x objective table, top 10), ``/tasks/{task}/{objective}
 rows a page, with its filters and, for training time, the time-vs-cost and record plots), ``/entries/{id}`` (an
 entry: its accuracy-vs-time curve as inline SVG, provenance, runs, reproductions and all its metadata);
 ``?provenance=reproduced,daybreak-run`` filters the tables. A board and its API take the board query of
-daybreak.leaderboard.query: ``?accelerator=NVIDIA+V100&framework=PyTorch&min_count=8&since=2018-01-01&year=2018``
+daybreak.leaderboard.ranking.query: ``?accelerator=NVIDIA+V100&framework=PyTorch&min_count=8&since=2018-01-01&year=2018``
 ``&rules=mlperf&division=closed&availability=available&sort=date&order=desc&ref=ENTRY_ID`` (a bad value: 400).
 API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...`` (and the board
 query), ``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``,
@@ -43,8 +43,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.limits import MAX_REQUEST_BYTES, Limits
-from daybreak.leaderboard.submission import MAX_FILE_BYTES, PROVENANCE_SELF, SubmissionError, one_line
+from daybreak.leaderboard.web.limits import MAX_REQUEST_BYTES, Limits
+from daybreak.leaderboard.ingest.submission import MAX_FILE_BYTES, PROVENANCE_SELF, SubmissionError, one_line
 
 MIN_TOKEN_CHARS = 16
 MAX_TOP = 1000  # rows one API call returns at most
@@ -221,7 +221,7 @@ def _int_param(text: str | None, name: str, lo: int, hi: int, default: int | Non
 
 
 def _provenance_param(text: str | None) -> list[str] | None:
-    from daybreak.leaderboard.ranking import parse_provenance
+    from daybreak.leaderboard.ranking.objectives import parse_provenance
 
     if text is None:
         return None
@@ -234,8 +234,8 @@ def _provenance_param(text: str | None) -> list[str] | None:
 
 
 def _board_query(params) -> Any:
-    """The board query of a request's parameters (daybreak.leaderboard.query); a bad value is a 400."""
-    from daybreak.leaderboard.query import QueryError, parse_query
+    """The board query of a request's parameters (daybreak.leaderboard.ranking.query); a bad value is a 400."""
+    from daybreak.leaderboard.ranking.query import QueryError, parse_query
 
     try:
         return parse_query(params)
@@ -246,13 +246,13 @@ def _board_query(params) -> Any:
 def create_app(store=None, *, token_file: str | Path | None = None, tokens: list[Token] | None = None,
                max_request_bytes: int = MAX_REQUEST_BYTES, limits: Limits | None = None):
     """The ASGI app. ``store``: a Store or a database URL (None: the default database)."""
-    from daybreak.leaderboard.importer import MAX_RUN_FILES, parse_submission
-    from daybreak.leaderboard.boardpage import reference
-    from daybreak.leaderboard.query import QueryError
-    from daybreak.leaderboard.ranking import OBJECTIVES, leaderboard, with_reference
-    from daybreak.leaderboard.reproduce import ReproduceError, plan_for
-    from daybreak.leaderboard.site import Site, entry_json, job_json, task_json
-    from daybreak.leaderboard.store import Store, StoreError
+    from daybreak.leaderboard.ingest.importer import MAX_RUN_FILES, parse_submission
+    from daybreak.leaderboard.web.boardpage import reference
+    from daybreak.leaderboard.ranking.query import QueryError
+    from daybreak.leaderboard.ranking.objectives import OBJECTIVES, leaderboard, with_reference
+    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
+    from daybreak.leaderboard.web.pages import Site, entry_json, job_json, task_json
+    from daybreak.leaderboard.store.database import Store, StoreError
     from daybreak.leaderboard.tasks import all_tasks, task_names
 
     limits = limits or Limits(max_body_bytes=max_request_bytes)

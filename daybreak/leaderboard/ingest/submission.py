@@ -16,8 +16,8 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.text_rules import CONTROL_CHARACTERS as CONTROL_CHARACTERS  # the importer's and queries'
-from daybreak.leaderboard.text_rules import nfc, nfc_document, printable, text_problem
+from daybreak.leaderboard.ingest.text_rules import CONTROL_CHARACTERS as CONTROL_CHARACTERS  # the importer's and queries'
+from daybreak.leaderboard.ingest.text_rules import nfc, nfc_document, printable, text_problem
 from daybreak.text import one_line as text_one_line
 
 # Bounds on what one submission may hold. The web server's request limit (1 MiB) covers a JSON and its TSV.
@@ -108,7 +108,7 @@ class Submission:
     reproduction_of: int | None = None  # a host reproduction: the entry it re-ran
     # The system, structured (schema 4; the submitted free text stays in ``hardware``): filled by each reader from
     # what its format states (daybreak's recorded system, MLPerf's systems/*.json) or parsed from DAWNBench's free
-    # text (daybreak.leaderboard.systems). "" / None: not stated.
+    # text (daybreak.leaderboard.ingest.systems). "" / None: not stated.
     accelerator: str = ""  # "NVIDIA V100", "Google TPU v3", "CPU" (no accelerator)
     accelerator_count: int | None = None  # accelerators in the whole system (all nodes)
     cpu: str = ""  # "Intel Xeon E5-2686 v4", "2-core AMD EPYC"
@@ -177,7 +177,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 # Text: what every string of a submitted document may hold (keys included), and how it is normalised (NFC), in
-# daybreak.leaderboard.text_rules; names from outside are printed with printable() (escapes for what is refused).
+# daybreak.leaderboard.ingest.text_rules; names from outside are printed with printable() (escapes for what is refused).
 
 
 class _Refused:
@@ -276,7 +276,7 @@ def check_document(obj: Any, what: str) -> None:
     """Every value of a parsed document, in document order: every number finite and at most MAX_ABS_NUMBER in
     magnitude, nesting at most MAX_JSON_DEPTH deep, and every string (keys included) real Unicode (JSON's
     ``\\ud800`` escapes can make lone surrogates), at most MAX_FIELD_CHARS long, without control or invisible
-    characters (daybreak.leaderboard.text_rules). The first problem is refused, naming its place."""
+    characters (daybreak.leaderboard.ingest.text_rules). The first problem is refused, naming its place."""
     stack: list[tuple[Any, tuple, int]] = [(obj, (), 1)]
     while stack:
         item, path, depth = stack.pop()

@@ -57,7 +57,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.submission import (
     MAX_ENERGY_J, MAX_QUANTITY, MAX_SECONDS, SubmissionError, check_date, reaches,
 )
 

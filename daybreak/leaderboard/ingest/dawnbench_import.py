@@ -11,8 +11,8 @@ the bounds included), a missing or null required field (``author`` too, as DAWNB
 timestamp (before 2017 or after tomorrow), an unknown or missing TSV column, a cell that is not a number,
 ``hours`` not increasing, a TSV that never reaches the task's target (or reaches it in less than 10 ms), an
 inference accuracy below it, values out of range, a price below any real machine's (``costPerHour``, and an
-inference ``cost`` per example for its latency: daybreak.leaderboard.plausibility), over-long strings, invisible
-characters (daybreak.leaderboard.text_rules) and files over the size limits.
+inference ``cost`` per example for its latency: daybreak.leaderboard.ingest.plausibility), over-long strings, invisible
+characters (daybreak.leaderboard.ingest.text_rules) and files over the size limits.
 
 Units are normalized explicitly: an accuracy column (or value) whose values all lie in 0..1 is a fraction, one
 with a value above 1 is percent (at most 100); the leaderboard stores fractions and records which unit the file
@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.submission import (
     FORMAT_DAWNBENCH, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_TSV_ROWS, Submission,
     SubmissionError,
     accuracy_value, decode_text, number_field, one_line, parse_timestamp, reaches, text_field,
 )
-from daybreak.leaderboard.plausibility import MIN_CLOCK_S, check_price, check_price_per_example
-from daybreak.leaderboard.systems import apply as apply_system
-from daybreak.leaderboard.systems import from_dawnbench
+from daybreak.leaderboard.ingest.plausibility import MIN_CLOCK_S, check_price, check_price_per_example
+from daybreak.leaderboard.ingest.systems import apply as apply_system
+from daybreak.leaderboard.ingest.systems import from_dawnbench
 from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_from_label, task_names
 
 # DAWNBench's submission format requires these (every one of the competition's 118 JSON files has them, none

@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 
 from markupsafe import Markup, escape
 
-from daybreak.leaderboard.plausibility import MIN_CLOCK_S, min_usd_per_hour
-from daybreak.leaderboard.ranking import format_hms, format_usd
+from daybreak.leaderboard.ingest.plausibility import MIN_CLOCK_S, min_usd_per_hour
+from daybreak.leaderboard.ranking.objectives import format_hms, format_usd
 
 WIDTH, HEIGHT = 720, 380
 LEFT, RIGHT, TOP, BOTTOM = 72, 150, 20, 48  # the right margin holds the front's labels

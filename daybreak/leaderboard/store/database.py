@@ -51,9 +51,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.query import BoardQuery
-from daybreak.leaderboard.text_rules import fold, nfc
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ranking.query import BoardQuery
+from daybreak.leaderboard.ingest.text_rules import fold, nfc
+from daybreak.leaderboard.ingest.submission import (
     MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF, PROVENANCES,
     Submission, one_line,
 )
@@ -524,7 +524,7 @@ class Store:
           objective value that is not a finite number in range (``inf`` stored by daybreak versions before the
           bounds) is cleared: that entry is not ranked on that objective any more;
         * from version 1 or 2: energy: every stored daybreak run and inference record is read again with today's
-          reader (:mod:`daybreak.leaderboard.runs_import`, plausibility checks included) and its energy figure
+          reader (:mod:`daybreak.leaderboard.ingest.runs_import`, plausibility checks included) and its energy figure
           stored; a record without energy, or whose energy is not plausible, stays off the energy objectives
           (multi-run entries stored before version 3 kept no per-run energy: they stay off too).
         """
@@ -638,9 +638,9 @@ class Store:
     @staticmethod
     def _fill_systems(conn: Any) -> None:
         """Schema 4: the structured system and the attribution of every stored entry, read from its stored
-        document with today's readers (daybreak.leaderboard.systems.stored_columns); every entry stored before
+        document with today's readers (daybreak.leaderboard.ingest.systems.stored_columns); every entry stored before
         schema 4 was timed under DAWNBench's clock (daybreak runs and DAWNBench files)."""
-        from daybreak.leaderboard.systems import stored_columns
+        from daybreak.leaderboard.ingest.systems import stored_columns
 
         conn.execute(update(Entry).where(Entry.clock_rules.is_(None)).values(clock_rules="dawnbench"))
         last = 0
@@ -678,8 +678,8 @@ class Store:
     @staticmethod
     def _fill_energy(conn: Any) -> None:
         """Energy figures of the stored daybreak records (schema 3), read with today's reader."""
-        from daybreak.leaderboard.runs_import import parse_inference, parse_run
-        from daybreak.leaderboard.submission import FORMAT_INFERENCE, FORMAT_RUN
+        from daybreak.leaderboard.ingest.runs_import import parse_inference, parse_run
+        from daybreak.leaderboard.ingest.submission import FORMAT_INFERENCE, FORMAT_RUN
 
         last = 0
         while True:  # 100 documents at a time: bounded memory however large the table
@@ -706,7 +706,7 @@ class Store:
 
     @staticmethod
     def _from_v1(conn: Any) -> None:
-        from daybreak.leaderboard.runs_import import EXTERNAL_DETAIL
+        from daybreak.leaderboard.ingest.runs_import import EXTERNAL_DETAIL
 
         conn.execute(update(Entry).where(Entry.provenance.is_(None))
                      .values(provenance=PROVENANCE_SELF, provenance_detail=""))

@@ -1,5 +1,5 @@
 """What one client may hold of the leaderboard's server (`daybreak leaderboard serve`), in a module of its own so
-that the command line can show the defaults without importing the web stack (daybreak.leaderboard.web)."""
+that the command line can show the defaults without importing the web stack (daybreak.leaderboard.web.app)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ MAX_REQUEST_BYTES = 1024 * 1024
 @dataclass(frozen=True)
 class Limits:
     """What one client may hold of the server. The body limit and body timeout are enforced by the app's own
-    middleware; the others by the HTTP protocol (``daybreak.leaderboard.web.server_config``)."""
+    middleware; the others by the HTTP protocol (``daybreak.leaderboard.web.app.server_config``)."""
 
     max_body_bytes: int = MAX_REQUEST_BYTES
     body_timeout_s: float = 30.0  # from the request head to the last byte of its body

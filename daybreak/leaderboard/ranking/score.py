@@ -7,7 +7,7 @@ group's time is its best ranked training time there (a multi-run entry's time is
 runs), r = that time / the best group's, and the score is the mean over the tasks of max(0, (r_max - r) /
 (r_max - 1)), 0 on a task where the group has no ranked entry. Entries with an empty value of the grouping field
 (a daybreak run imported without ``--author``) take no part. Names are grouped as a reader reads them
-(daybreak.leaderboard.text_rules.fold: "Alice", "ALICE" and "Ａｌｉｃｅ" are one author), shown as the group's fastest
+(daybreak.leaderboard.ingest.text_rules.fold: "Alice", "ALICE" and "Ａｌｉｃｅ" are one author), shown as the group's fastest
 entry writes it.
 """
 
@@ -20,9 +20,9 @@ from daybreak.analysis.stats import (
     R_MAX, UNSOLVED, algoperf_score, best_times, performance_ratio, r_max_option, task_score,
 )
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.ranking import OBJECTIVES, format_hms
+from daybreak.leaderboard.ranking.objectives import OBJECTIVES, format_hms
 from daybreak.leaderboard.tasks import leaderboard_task, task_names
-from daybreak.leaderboard.text_rules import fold
+from daybreak.leaderboard.ingest.text_rules import fold
 
 GROUP_BY = ("author", "hardware", "model", "framework")
 

@@ -2,7 +2,7 @@
 
 The same templates serve both: ``link(...)`` makes absolute URLs for the server and relative file paths for the
 static site. File and URL names come only from the task and objective registries, integer entry ids and a board
-query's static name (daybreak.leaderboard.query: enumerated values, years, and slugs with a hash for accelerator
+query's static name (daybreak.leaderboard.ranking.query: enumerated values, years, and slugs with a hash for accelerator
 and framework names), never from a submission as is.
 
 A board page (``board_html``) is filtered, sorted and paged by a BoardQuery; the static export writes each board,
@@ -27,13 +27,13 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from daybreak.errors import ConfigError
 from daybreak.version import __version__
 from daybreak.fileio import atomic_write_text
-from daybreak.leaderboard import boardpage
-from daybreak.leaderboard.plot import curve_svg
-from daybreak.leaderboard.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, FILTERS, ORDERS, SORTS, BoardQuery
-from daybreak.leaderboard.ranking import (
+from daybreak.leaderboard.web import boardpage
+from daybreak.leaderboard.web.plot import curve_svg
+from daybreak.leaderboard.ranking.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, FILTERS, ORDERS, SORTS, BoardQuery
+from daybreak.leaderboard.ranking.objectives import (
     OBJECTIVES, Objective, format_hms, leaderboard, rules_of, unranked_reason, with_reference,
 )
-from daybreak.leaderboard.submission import FORMAT_REPEAT, PROVENANCE_SELF
+from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, PROVENANCE_SELF
 from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, leaderboard_task
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -107,7 +107,7 @@ def _other_metric(task: LeaderboardTask, metric: str | None):
 
 
 def entry_json(entry: Any) -> dict[str, Any]:
-    from daybreak.leaderboard.store import run_times
+    from daybreak.leaderboard.store.database import run_times
 
     return {
         "id": entry.id, "task": entry.task, "kind": entry.kind, "model": entry.model, "hardware": entry.hardware,
@@ -364,7 +364,7 @@ def _not_a_link(path: Path) -> None:
 
 def reproducible_reason(entry: Any) -> str | None:
     """None when the host can re-run ``entry`` (it names a daybreak task and recipe), else why not."""
-    from daybreak.leaderboard.reproduce import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
 
     try:
         plan_for(entry)
