@@ -640,8 +640,8 @@ def guarded_protocol(limits: Limits):
             self._stalled = False
 
         def _write_408(self, why: str) -> None:
-            body = why.encode("utf-8") + b"\n"
-            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            body = json.dumps({"error": why}).encode("utf-8")  # the API's one error body
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
                                  b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
                                  + body)
 
