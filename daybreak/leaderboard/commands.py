@@ -453,7 +453,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.ranking.score) -------------------------------
+# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.ranking.score) ---------------------
 
 def register_score(lsub: argparse._SubParsersAction) -> None:
     from daybreak.analysis.stats import R_MAX

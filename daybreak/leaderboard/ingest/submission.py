@@ -16,7 +16,8 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.ingest.text_rules import CONTROL_CHARACTERS as CONTROL_CHARACTERS  # the importer's and queries'
+# CONTROL_CHARACTERS: re-exported for the board's queries
+from daybreak.leaderboard.ingest.text_rules import CONTROL_CHARACTERS as CONTROL_CHARACTERS
 from daybreak.leaderboard.ingest.text_rules import nfc, nfc_document, printable, text_problem
 from daybreak.text import one_line as text_one_line
 

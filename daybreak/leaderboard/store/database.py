@@ -551,8 +551,8 @@ class Store:
             try:
                 self._migrate_jobs()
             except SQLAlchemyError as e:
-                raise StoreError(f"{self.display_url}: the jobs table could not be upgraded to schema v5 ({_brief(e)}); "
-                                 f"{REBUILD_HINT}") from None
+                raise StoreError(f"{self.display_url}: the jobs table could not be upgraded to schema v5 "
+                                 f"({_brief(e)}); {REBUILD_HINT}") from None
         try:
             with self.engine.begin() as conn:
                 if conn.execute(select(Meta.key).where(Meta.key == "schema_version")).scalar() is None:

@@ -4,7 +4,8 @@ Pages: ``/`` (every task x objective table, top 10), ``/tasks/{task}/{objective}
 rows a page, with its filters and, for training time, the time-vs-cost and record plots), ``/entries/{id}`` (an
 entry: its accuracy-vs-time curve as inline SVG, provenance, runs, reproductions and all its metadata);
 ``?provenance=reproduced,daybreak-run`` filters the tables. A board and its API take the board query of
-daybreak.leaderboard.ranking.query: ``?accelerator=NVIDIA+V100&framework=PyTorch&min_count=8&since=2018-01-01&year=2018``
+daybreak.leaderboard.ranking.query:
+``?accelerator=NVIDIA+V100&framework=PyTorch&min_count=8&since=2018-01-01&year=2018``
 ``&rules=mlperf&division=closed&availability=available&sort=date&order=desc&ref=ENTRY_ID`` (a bad value: 400).
 API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...`` (and the board
 query), ``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``,

@@ -29,7 +29,9 @@ from daybreak.version import __version__
 from daybreak.fileio import atomic_write_text
 from daybreak.leaderboard.web import boardpage
 from daybreak.leaderboard.web.plot import curve_svg
-from daybreak.leaderboard.ranking.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, FILTERS, ORDERS, SORTS, BoardQuery
+from daybreak.leaderboard.ranking.query import (
+    AVAILABILITIES, CLOCK_RULES, DIVISIONS, FILTERS, ORDERS, SORTS, BoardQuery,
+)
 from daybreak.leaderboard.ranking.objectives import (
     OBJECTIVES, Objective, format_hms, leaderboard, rules_of, unranked_reason, with_reference,
 )
