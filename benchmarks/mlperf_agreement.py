@@ -150,7 +150,7 @@ def compare_scores(repo: Repo, submitters: list[str], tmp: Path) -> list[dict]:
     from mlperf_logging.result_summarizer import result_summarizer as rs
 
     from daybreak.leaderboard.mlperf_import import import_mlperf
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.store.database import Store
 
     root = tmp / "scores" / f"training_results_{repo.round}"
     wanted = [f for f in repo.git("ls-tree", "-r", "--name-only", "HEAD").splitlines()

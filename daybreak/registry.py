@@ -3,6 +3,9 @@
 A registry fills itself on first use: it imports every module of its ``package`` (each registers its entries)
 and loads its entry-point group, so installed packages add tasks, models and recipes with
 ``[project.entry-points."daybreak.tasks"] mytask = "mypackage.mytask"`` (a module that registers when imported).
+Discovery runs once, under a lock: threads that ask while it runs (a web server's first requests) wait for the
+whole registry instead of reading a half-filled one; the discovering thread itself (a module that reads the
+registry while it is imported) sees what is registered so far.
 Tests swap an entry with ``override`` instead of writing into private dicts.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Callable, Generic, Iterator, TypeVar
 
@@ -27,7 +31,8 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._origins: dict[str, str] = {}  # name -> module that registered it
         self._discovered = package is None and entry_point_group is None
-        self._discovering = False
+        self._discovering = False  # True while the thread holding _lock imports the modules
+        self._lock = threading.RLock()
 
     # --- filling ------------------------------------------------------------------------------------------------
     def register(self, name: str) -> Callable[[T], T]:
@@ -45,21 +50,25 @@ class Registry(Generic[T]):
         return self.register(name)(obj)
 
     def discover(self) -> None:
-        """Import the package's modules and the entry points, once."""
-        if self._discovered or self._discovering:
+        """Import the package's modules and the entry points, once. Another thread calling meanwhile waits until
+        the registry is whole; the discovering thread's own nested calls return at once."""
+        if self._discovered:
             return
-        self._discovering = True
-        try:
-            if self.package is not None:
-                pkg = importlib.import_module(self.package)
-                for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-                    if not info.name.startswith("_"):
-                        importlib.import_module(f"{self.package}.{info.name}")
-            if self.entry_point_group is not None:
-                self._load_entry_points()
-            self._discovered = True
-        finally:
-            self._discovering = False
+        with self._lock:
+            if self._discovered or self._discovering:
+                return  # done by the thread we waited for; or a nested call from a module being imported
+            self._discovering = True
+            try:
+                if self.package is not None:
+                    pkg = importlib.import_module(self.package)
+                    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+                        if not info.name.startswith("_"):
+                            importlib.import_module(f"{self.package}.{info.name}")
+                if self.entry_point_group is not None:
+                    self._load_entry_points()
+                self._discovered = True
+            finally:
+                self._discovering = False
 
     def _load_entry_points(self) -> None:
         from importlib.metadata import entry_points

@@ -11,12 +11,12 @@ from datetime import datetime, timezone
 import pytest
 
 
-from daybreak.leaderboard.importer import import_paths
-from daybreak.leaderboard.ranking import OBJECTIVES, format_joules, leaderboard
-from daybreak.leaderboard.runs_import import parse_inference, parse_run
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import SubmissionError
+from daybreak.leaderboard.ingest.importer import import_paths
+from daybreak.leaderboard.ranking.objectives import OBJECTIVES, format_joules, leaderboard
+from daybreak.leaderboard.ingest.runs_import import parse_inference, parse_run
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.ingest.submission import SubmissionError
 
 from test_leaderboard_trust import (  # noqa: E402 - the trust tests' consistent records and servers
     _pg_schema_url, dawnbench_doc, dawnbench_tsv, make_store, post_json, serving, synth_run, upload,
@@ -323,7 +323,7 @@ def test_a_version_2_database_gets_its_energy_columns_filled_in_place(kind, tmp_
             conn.execute(text("UPDATE daybreak_leaderboard_entries SET provenance = 'reproduced' "
                               f"WHERE id = {min(expected)}"))
     with Store(url) as store:
-        assert store.migrated and "from schema v2 to v4" in store.migrated[0] and "energy" in store.migrated[0]
+        assert store.migrated and "from schema v2 to v5" in store.migrated[0] and "energy" in store.migrated[0]
         got = {r["entry_id"]: r["value"] for r in leaderboard(store, "digits", "train-energy")}
         assert got == pytest.approx(expected)
         (inf,) = leaderboard(store, "digits", "inference-energy")
@@ -332,7 +332,7 @@ def test_a_version_2_database_gets_its_energy_columns_filled_in_place(kind, tmp_
         assert Site(store).index_html()
         with store.engine.connect() as conn:
             assert conn.execute(text("SELECT value FROM daybreak_leaderboard_meta WHERE key = 'schema_version'")
-                                ).scalar() == "4"
+                                ).scalar() == "5"
     with Store(url) as store:
         assert not store.migrated  # once
         assert all(math.isfinite(r["value"]) for r in leaderboard(store, "digits", "train-energy"))

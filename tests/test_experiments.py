@@ -226,3 +226,205 @@ def test_target_significance_is_scipys_one_sided_t_test_and_stays_inside_the_acc
     assert (sig.ci_low, sig.ci_high) == pytest.approx(interval) and sig.n_at_or_above_target == 5
     wide = target_significance([0.97, 1.0, 1.0], 0.98, confidence=0.99)  # the t-interval would pass 100%
     assert wide.ci_high == 1.0 and wide.ci_low >= 0.0 and "clipped" in wide.note and not wide.significant
+
+
+# --- issue 29: options before writes, one writer, stopped trials, ab's seed, pairs not side by side --------------------
+
+class _StoppedExecutor:
+    """Stands in for an executor whose every trial was stopped from outside (scancel, a Slurm time limit): the
+    outcomes the Slurm executor reports for them, no run directory. Records the options it was made with."""
+
+    name = "fake"
+    made: list = []
+
+    def __init__(self, options):
+        self.options = options
+        _StoppedExecutor.made.append(options)
+
+    def run(self, trials, on_done=None, cancel=None):
+        out = []
+        for i, trial in enumerate(trials):
+            from daybreak.executors import TrialOutcome
+
+            why = ("signal SIGTERM (scancel, preemption or the time limit; if it was the limit, raise "
+                   "--slurm-time-min)") if i % 2 == 0 else "its time limit was near (submitit's warning signal; " \
+                                                         "raise --slurm-time-min)"
+            outcome = TrialOutcome(trial.key, None, "node7", 1.0, 13.0, f"stopped on node7 after 12 s: {why}")
+            out.append(outcome)
+            if on_done:
+                on_done(trial, outcome)
+        return out
+
+
+@pytest.fixture
+def stopped_trials(monkeypatch):
+    import daybreak.experiments.commands as commands
+
+    _StoppedExecutor.made = []
+    monkeypatch.setattr(commands.ex, "make_executor", lambda options, out: _StoppedExecutor(options))
+    return _StoppedExecutor
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    (["--executor", "local", "--slurm-partition", "x"], "--slurm-partition applies to --executor slurm"),
+    (["--parallel", "0"], "--parallel 0: give a number of at least 1"),
+])
+@pytest.mark.parametrize("command", ["repeat", "ab", "lesion"])
+def test_every_option_is_checked_before_anything_is_written(tmp_path, capsys, command, bad, fragment):
+    """Issue 29: these wrote experiment.json before refusing, so the corrected command was then refused ("add
+    --resume"). Now nothing is written: the directory does not exist afterwards."""
+    out = tmp_path / "exp"
+    assert main([command, "digits", "--runs", "2", "--out", str(out), *bad]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and single_line(err) and not out.exists()
+
+
+def test_a_second_writer_is_refused_naming_the_running_one(tmp_path, capsys):
+    """One writer per experiment directory: a second `--resume` of a running experiment (which cleared the live
+    trial's folder, then failed) is one line naming the running command, its PID and host, and touches nothing."""
+    import os
+    import socket
+
+    from daybreak.experiments.engine import ExperimentLock
+
+    out = tmp_path / "exp"
+    out.mkdir()
+    (out / "seed-0").mkdir()
+    (out / "seed-0" / "live.txt").write_text("a trial is writing here")
+    (out / "experiment.json").write_text("{}")
+    with ExperimentLock(out, ["daybreak", "repeat", "digits", "--runs", "3", "--out", str(out)]):
+        assert main(["repeat", "digits", "--runs", "3", "--out", str(out), "--resume", *FAST]) == 2
+        err = capsys.readouterr().err
+        assert f"--out {out}: another daybreak is writing this experiment: pid {os.getpid()} on host " \
+               f"{socket.gethostname()}" in err and "`daybreak repeat digits --runs 3" in err and single_line(err)
+        assert (out / "seed-0" / "live.txt").exists() and (out / "experiment.json").read_text() == "{}"
+    # released with its holder: the next writer goes on (here: to the next refusal, the bad experiment.json)
+    assert main(["repeat", "digits", "--runs", "3", "--out", str(out), "--resume", *FAST]) == 2
+    assert "another daybreak" not in capsys.readouterr().err
+
+
+def test_all_trials_stopped_is_exit_130_with_what_stopped_them(tmp_path, capsys, stopped_trials):
+    """Issue 29: every trial stopped (scancel, a Slurm time limit) ended "no summary.json here", exit 2; the
+    README promises 130. Now 130 with one line that counts what stopped them; --resume runs them again."""
+    out = tmp_path / "rep"
+    assert main(["repeat", "digits", "--runs", "3", "--out", str(out), *FAST]) == 130
+    err = capsys.readouterr().err
+    line = [x for x in err.splitlines() if x.startswith("daybreak: error:")]
+    assert line == [f"daybreak: error: repeat: 3 of 3 trials were stopped before they finished (2 signal SIGTERM "
+                    f"(scancel, preemption or the time limit; if it was the limit, raise --slurm-time-min) on node7; "
+                    f"1 its time limit was near (submitit's warning signal; raise --slurm-time-min) on node7); none "
+                    f"finished; `--resume` runs the stopped ones again"], err
+    assert [t.state for t in Experiment.load(out).trials] == ["lost"] * 3
+    assert main(["repeat", "digits", "--runs", "3", "--out", str(out), *FAST, "--resume"]) == 130  # resumable
+
+
+def test_ab_takes_its_first_seed_from_seed(tmp_path, stopped_trials):
+    """Issue 29: `daybreak ab --seed 10` ran seeds 0, 1, 2."""
+    out = tmp_path / "ab"
+    assert main(["ab", "digits", "--seed", "10", "--runs", "3", "--out", str(out), *FAST]) == 130
+    exp = Experiment.load(out)
+    assert exp.seeds == [10, 11, 12] and sorted({t.seed for t in exp.trials}) == [10, 11, 12]
+    assert "seed = 10" in (out / "trials" / f"{exp.trials[0].key}.toml").read_text()
+    assert main(["ab", "digits", "--seed", "10", "--runs", "3", "--out", str(out), *FAST, "--resume"]) == 130
+    assert main(["ab", "digits", "--seed", "11", "--runs", "3", "--out", str(out), *FAST, "--resume"]) == 2
+
+
+def test_the_arms_of_a_pair_never_run_side_by_side_unless_asked(tmp_path, monkeypatch, stopped_trials):
+    """On a machine with 2 GPUs the local executor runs one trial per GPU at once: a repeat's seeds may, but the
+    two arms of an ab or lesion pair would then time each other's load. One at a time unless --parallel says."""
+    import daybreak.executors as ex
+
+    monkeypatch.setattr(ex, "visible_gpus", lambda: ["0", "1"])
+    runs = ["--runs", "1", *FAST]
+    assert main(["repeat", "digits", "--out", str(tmp_path / "r"), *runs]) == 130
+    assert main(["ab", "digits", "--out", str(tmp_path / "a"), *runs]) == 130
+    assert main(["lesion", "digits", "--without", "augment", "--out", str(tmp_path / "l"), *runs]) == 130
+    assert main(["ab", "digits", "--out", str(tmp_path / "p"), "--parallel", "2", *runs]) == 130
+    assert main(["ab", "digits", "--out", str(tmp_path / "s"), "--executor", "submitit-local", *runs]) == 130
+    assert [o.parallel for o in stopped_trials.made] == [None, 1, 1, 2, 1]
+    assert Experiment.load(tmp_path / "a").executor["parallel"] == 1  # recorded as it ran
+
+
+@pytest.mark.slow
+def test_a_running_experiment_refuses_a_second_resume_and_ends_130_when_its_trials_are_killed(tmp_path):
+    """End to end, with real trials: while `daybreak repeat` runs, a second `--resume` is refused naming its PID
+    (the live trial's folder untouched); then every trial is killed from outside (SIGTERM to its process group, as
+    scancel would): the experiment exits 130 with a line saying what stopped them."""
+    import os
+    import socket
+
+    import psutil
+
+    out = tmp_path / "rep"
+    cmd = [sys.executable, "-m", "daybreak", "repeat", "digits", "--runs", "2", "--out", str(out), *FAST]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def trial():
+        for p in psutil.process_iter(["cmdline"]):
+            line = p.info["cmdline"] or []
+            if str(out / "trials") in " ".join(line) and "run" in line:
+                return p
+        return None
+
+    killed = set()
+    try:
+        deadline = time.monotonic() + 240
+        while (found := trial()) is None:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.05)
+        second = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2 and f"pid {proc.pid} on host {socket.gethostname()}" in second.stderr, \
+            second.stderr
+        assert (out / "experiment.json").exists() and found.is_running()
+        while proc.poll() is None and time.monotonic() < deadline:
+            found = trial()
+            if found is not None and found.pid not in killed:
+                os.killpg(os.getpgid(found.pid), signal.SIGTERM)
+                killed.add(found.pid)
+            time.sleep(0.05)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and len(killed) == 2, err
+    assert "repeat: 2 of 2 trials were stopped before they finished" in err and "`--resume` runs the stopped" in err
+    assert [t.state for t in Experiment.load(out).trials] in (["interrupted"] * 2, ["lost"] * 2,
+                                                               ["interrupted", "lost"], ["lost", "interrupted"])
+
+
+def test_ab_of_a_recipe_file_at_two_commits_writes_it_only_into_an_open_experiment(tmp_path, capsys, stopped_trials):
+    """The recipe files read with `git show` are checked from a temporary copy and written into the experiment
+    directory once it is open (they were written first, so a new directory was "not empty" and refused), named by
+    the commit's hash (a --resume after HEAD moved is refused for its other recipe, not run with it)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    recipe = repo / "my_recipe.py"
+    source = (Path(__file__).resolve().parents[1] / "examples" / "recipes" / "digits_wide.py").read_text()
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                       env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                            "GIT_COMMITTER_EMAIL": "t@x", "PATH": "/usr/bin:/bin"})
+
+    git("init", "-q")
+    recipe.write_text(source)
+    git("add", ".")
+    git("commit", "-qm", "one")
+    # (two versions of one recipe name cannot both be loaded in one process: the candidate renames it)
+    candidate = source.replace('"digits_wide"', '"digits_wide_b"') + "\n# the candidate's change\n"
+    recipe.write_text(candidate)
+    git("commit", "-qam", "two")
+    out = tmp_path / "ab"
+    args = ["ab", "digits", "--recipe", str(recipe), "--a-commit", "HEAD~1", "--b-commit", "HEAD", "--runs", "1",
+            "--out", str(out), *FAST]
+    assert main(args + ["--parallel", "0"]) == 2 and not out.exists()  # nothing read into it, nothing written
+    assert main(args) == 130, capsys.readouterr().err
+    written = sorted(p.name for p in (out / "recipes").iterdir())
+    assert len(written) == 2 and all(p.endswith("-my_recipe.py") for p in written)
+    texts = {p.name.split("-")[0]: p.read_text() for p in (out / "recipes").iterdir()}
+    assert texts["a"] == source and texts["b"].endswith("# the candidate's change\n")
+    recipe.write_text(candidate.replace('"digits_wide_b"', '"digits_wide_c"'))
+    git("commit", "-qam", "three")
+    capsys.readouterr()
+    assert main(args + ["--resume"]) == 2  # HEAD moved: another recipe than the one recorded
+    assert "was recorded with recipe=" in capsys.readouterr().err

@@ -79,7 +79,7 @@ def test_a_local_trial_past_its_time_limit_is_ended_and_says_why(tmp_path):
 def test_a_leaderboard_reproduction_runs_through_the_slurm_code_path(tmp_path, capsys):
     """`leaderboard reproduce --executor slurm` (submitit-local without a cluster): the entry's run is a trial of the
     same executors as the experiments', and the reproduction is stored and linked."""
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.store.database import Store
 
     run = tmp_path / "run"
     assert main(["run", "--out", str(run), "-q", "--threads", "1"]) == 0

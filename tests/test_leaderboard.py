@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from daybreak.cli import main
-from daybreak.leaderboard.dawnbench_import import parse_tsv
-from daybreak.leaderboard.importer import import_paths, parse_submission
-from daybreak.leaderboard.ranking import format_hms, format_ms, format_usd, leaderboard, rank_entries, get_objective
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import SubmissionError
+from daybreak.leaderboard.ingest.dawnbench_import import parse_tsv
+from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
+from daybreak.leaderboard.ranking.objectives import format_hms, format_ms, format_usd, leaderboard, rank_entries, get_objective
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.ingest.submission import SubmissionError
 
 from conftest import single_line
 
@@ -99,8 +99,11 @@ def test_display_formats_are_dawnbench_s():
     assert format_hms(60.4) == "0:01:00"
     assert format_hms(2 * 3600 + 3 * 60 + 4) == "2:03:04"
     assert format_hms(322.69 * 3600) == "322:41:24"  # hours are not wrapped at 24
-    assert format_usd(0.004) == "$0.00" and format_usd(1.005) in ("$1.00", "$1.01") and format_usd(7.4318) == "$7.43"
-    assert format_usd(1234.5) == "$1,234.50"
+    assert format_usd(1.005) in ("$1.00", "$1.01") and format_usd(7.4318) == "$7.43" and format_usd(0.01) == "$0.01"
+    assert format_usd(1234.5) == "$1,234.50" and format_usd(0) == "$0.00"
+    # under a cent: three significant digits, not "$0.00" for all of them (issue 29)
+    assert format_usd(0.004) == "$0.00400" and format_usd(0.0042149) == "$0.00421"
+    assert format_usd(2.078e-7 * 10_000) == "$0.00208" and format_usd(2.078e-7) == "$0.000000208"
     assert format_ms(0.0739278) == "0.0739" and format_ms(100) == "100.0000"
 
 
@@ -286,7 +289,7 @@ def test_cli_errors_are_one_line(capsys, argv, fragment):
 
 
 def test_default_db_is_the_env_var_then_the_user_data_dir(monkeypatch, tmp_path):
-    from daybreak.leaderboard.store import default_db_url, normalize_url
+    from daybreak.leaderboard.store.database import default_db_url, normalize_url
 
     monkeypatch.setenv("DAYBREAK_DB", "sqlite:///x.sqlite")
     assert default_db_url() == "sqlite:///x.sqlite"
@@ -424,7 +427,8 @@ def _run_result(task="digits", accuracies=(0.9, 0.985, 0.99), official=True, cos
         status="reached" if first else "not_reached", reached=first is not None,
         time_to_target_s=first and first.elapsed_s, epochs_to_target=first and first.epoch,
         steps_to_target=first and first.step, history=history, cost_per_hour=cost, system=system_info(),
-        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), steps_per_epoch=10, per_device_batch_size=64,
+        global_batch_size=64, effective_batch_size=64, train_examples=647,
     )
 
 

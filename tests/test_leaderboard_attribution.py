@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 
 from daybreak.cli import main
-from daybreak.leaderboard.ranking import OBJECTIVES, unranked_reason
-from daybreak.leaderboard.runs_import import code_link
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Store
+from daybreak.leaderboard.ranking.objectives import OBJECTIVES, unranked_reason
+from daybreak.leaderboard.ingest.runs_import import code_link
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Store
 from daybreak.measure.context import without_credentials
 
 

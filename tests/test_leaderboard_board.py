@@ -11,13 +11,13 @@ from urllib.parse import urlencode
 
 import pytest
 
-from daybreak.leaderboard.boardplot import Point, cost_time_svg, pareto_front, record_history, record_svg
-from daybreak.leaderboard.importer import import_paths, parse_submission
-from daybreak.leaderboard.query import SORTS, BoardQuery, QueryError, parse_query, slug
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import PROVENANCES
-from daybreak.leaderboard.web import Token, create_app, server_config
+from daybreak.leaderboard.web.boardplot import Point, cost_time_svg, pareto_front, record_history, record_svg
+from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
+from daybreak.leaderboard.ranking.query import SORTS, BoardQuery, QueryError, parse_query, slug
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.ingest.submission import PROVENANCES
+from daybreak.leaderboard.web.app import Token, create_app, server_config
 
 from conftest import chromium, chromium_or_skip, screenshot, single_line
 from test_leaderboard_web import ENTRIES, SECRET, tables_of, train_doc, train_tsv

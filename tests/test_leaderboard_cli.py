@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from daybreak.cli import main
-from daybreak.leaderboard.store import Store
+from daybreak.leaderboard.store.database import Store
 
 from conftest import single_line
 
@@ -134,13 +134,13 @@ def test_installed_uvicorn_is_inside_the_pinned_tested_range():
     import uvicorn
     from packaging.specifiers import SpecifierSet
 
-    from daybreak.leaderboard.web import UVICORN_TESTED
+    from daybreak.leaderboard.web.app import UVICORN_TESTED
 
     pinned = _pinned_range()
     assert pinned == f"uvicorn{UVICORN_TESTED}", "pyproject.toml and web.UVICORN_TESTED must name the same range"
     assert uvicorn.__version__ in SpecifierSet(UVICORN_TESTED), (
         f"uvicorn {uvicorn.__version__} is outside the tested range {UVICORN_TESTED}: run tests/test_leaderboard_trust.py"
-        " (test_connections_have_time_and_size_limits) with it, then widen the range in pyproject.toml and web.py")
+        " (test_connections_have_time_and_size_limits) with it, then widen the range in pyproject.toml and web/app.py")
 
 
 def test_uvicorn_private_h11_protocol_still_has_what_the_guard_uses():
@@ -150,7 +150,7 @@ def test_uvicorn_private_h11_protocol_still_has_what_the_guard_uses():
     from uvicorn.config import Config
     from uvicorn.server import ServerState
 
-    from daybreak.leaderboard.web import (
+    from daybreak.leaderboard.web.app import (
         CYCLE_ATTRIBUTES, H11_ATTRIBUTES, H11_METHODS, Limits, guarded_protocol, h11_protocol,
     )
 
@@ -214,7 +214,7 @@ def test_a_changed_private_api_is_a_one_line_error(monkeypatch):
     from uvicorn.protocols.http import h11_impl
 
     from daybreak.errors import ConfigError
-    from daybreak.leaderboard.web import UVICORN_TESTED, h11_protocol
+    from daybreak.leaderboard.web.app import UVICORN_TESTED, h11_protocol
 
     monkeypatch.delattr(h11_impl.H11Protocol, "on_response_complete")
     with pytest.raises(ConfigError) as info:

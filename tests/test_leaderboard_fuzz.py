@@ -207,21 +207,22 @@ SYSTEM_KINDS = {
 RUN_KINDS = {
     "schema_version": "count", "kind": "enum", "run_id": "text", "task": "enum", "recipe": "text", "model": "text",
     "framework": "text", "metric": "enum", "target": "fraction", "target_is_default": "bool", "official": "bool",
-    "unofficial_reasons": "list", "unofficial_reasons.*": "text", "hyperparameters": "free", "seed": "int",
+    "unofficial_reasons": "list", "unofficial_reasons.*": "text", "hyperparameters": "free", "seed": "seed",
     "device": "text", "amp": "text", "compile": "enum", "threads": "count?", "world_size": "count", "nodes": "count",
-    "backend": "text?", "per_device_batch_size": "count?", "global_batch_size": "count?", "lr_scaling": "text",
-    "lr_scale": "positive", "stop_at_target": "bool", "steps_per_epoch": "count?", "train_examples": "count?",
-    "effective_batch_size": "count?", "eval_every_epochs": "count?", "eval_every_steps": "count?", "status": "enum",
-    "reached": "bool", "message": "text?", "time_to_target_s": "nonneg?", "epochs_to_target": "nonneg?",
-    "steps_to_target": "index?", "final_accuracy": "fraction?", "best_accuracy": "fraction?", "init_s": "nonneg?",
+    # a reached run of a task whose data sits in memory states its batches, its examples and its steps (issue 29)
+    "backend": "text?", "per_device_batch_size": "count", "global_batch_size": "count", "lr_scaling": "text",
+    "lr_scale": "positive", "stop_at_target": "bool", "steps_per_epoch": "count", "train_examples": "count",
+    "effective_batch_size": "count", "eval_every_epochs": "count?", "eval_every_steps": "count?", "status": "enum",
+    "reached": "bool", "message": "text?", "time_to_target_s": "nonneg", "epochs_to_target": "nonneg",
+    "steps_to_target": "index", "final_accuracy": "fraction?", "best_accuracy": "fraction?", "init_s": "nonneg?",
     "train_s": "nonneg", "eval_s": "nonneg", "total_s": "nonneg?",
     "history": "section", "history.*": "object", "history.*.epoch": "nonneg", "history.*.step": "index",
     "history.*.elapsed_s": "nonneg", "history.*.clock_s": "object", "history.*.clock_s.*": "nonneg",
     "history.*.energy_j": "object", "history.*.energy_j.*": "nonneg?", "history.*.accuracy": "fraction",
     "history.*.top1": "fraction?", "history.*.top5": "fraction?", "history.*.metrics": "object",
     "history.*.metrics.*": "number", "history.*.train_loss": "number?", "history.*.eval_s": "nonneg",
-    "cost_per_hour": "nonneg?", "instance": "text?", "price_date": "date?", "cost_usd": "nonneg?",
-    "clock": "object", "clock.starts": "text", "clock.init_excluded": "bool", "clock.eval_included": "bool",
+    "cost_per_hour": "price?", "instance": "text?", "price_date": "date?", "cost_usd": "nonneg?",
+    "clock": "section", "clock.starts": "text", "clock.init_excluded": "bool", "clock.eval_included": "bool",
     "clock.checkpoint_included": "bool", "clock.stops": "text", "clock.device_synchronized": "bool",
     "clock.timer": "text", "rules": "enum", "phases": "section", "phases.*": "object", "phases.*.phase": "enum",
     "phases.*.start_s": "nonneg", "phases.*.end_s": "nonneg", "clocks": "section", "clocks.*": "object",
@@ -262,7 +263,7 @@ INFERENCE_KINDS = {
     "throughput.warmup_passes": "index", "throughput.pass_s": "list", "throughput.pass_s.*": "positive",
     "throughput.timed": "text", "accuracy": "fraction", "top1": "fraction?", "top5": "fraction?",
     "metrics": "object", "metrics.*": "number", "target": "fraction", "valid": "bool", "reason": "text?",
-    "cost_per_hour": "nonneg?", "instance": "text?", "price_date": "date?", "cost_per_example_usd": "nonneg?",
+    "cost_per_hour": "price?", "instance": "text?", "price_date": "date?", "cost_per_example_usd": "nonneg?",
     "cost_per_10k_usd": "nonneg?", "settings": "section", "settings.device": "text", "settings.amp": "text",
     "settings.compile": "bool", "settings.threads": "count", "settings.warmup": "index",
     "settings.latency_batch_size": "count", "settings.throughput_batch_size": "count?",
@@ -302,8 +303,8 @@ REPEAT_KINDS = {
 
 DAWNBENCH_KINDS = {
     "version": "enum?", "author": "text", "authorEmail": "text?", "framework": "text", "codeURL": "text?",
-    "model": "text", "hardware": "text", "timestamp": "date", "costPerHour": "positive?", "commitHash": "text?",
-    "misc": "free", "latency": "positive", "cost": "positive?", "top1Accuracy": "percent",
+    "model": "text", "hardware": "text", "timestamp": "date", "costPerHour": "dprice?", "commitHash": "text?",
+    "misc": "free", "latency": "positive", "cost": "dprice?", "top1Accuracy": "percent",
 }
 # map fields: their keys are data, not field names
 MAPS = {"history.*.clock_s", "history.*.energy_j", "history.*.metrics", "clocks", "clocks.*.excluded_s",
@@ -318,6 +319,11 @@ TEXT_BAD = [  # for every string anywhere in a document (free-form ones included
     ("bidi-override", lambda v: "\u202e" + v),
     ("c1-control", lambda v: v + "\x85\x9b"),
     ("newline", lambda v: v + "\nforged line"),
+    # invisible text (issue 29): format characters, fillers, tags; and text over the 1,000-character limit
+    ("zero-width-space", lambda v: v[:1] + "\u200b" + v[1:]), ("byte-order-mark", lambda v: "\ufeff" + v),
+    ("soft-hyphen", lambda v: v + "\u00ad"), ("word-joiner", lambda v: v + "\u2060"),
+    ("mongolian-vowel-separator", lambda v: "\u180e" + v), ("hangul-filler", lambda v: v + "\u3164"),
+    ("tag-character", lambda v: v + "\U000e0041"), ("too-long-text", lambda v: v + "x" * 1001),  # > 1,000 even from ""
 ]
 BAD = {  # kind -> (class, value): a value that is wrong for a field of that kind
     "count": [("zero-count", 0), ("negative", -1), ("boolean-for-number", True), ("string-for-number", "2"),
@@ -325,6 +331,11 @@ BAD = {  # kind -> (class, value): a value that is wrong for a field of that kin
     "index": [("negative", -1), ("boolean-for-number", False), ("string-for-number", "1"),
               ("fraction-for-integer", 0.5)],
     "int": [("boolean-for-number", True), ("string-for-number", "7"), ("fraction-for-integer", 0.5)],
+    "seed": [("boolean-for-number", True), ("string-for-number", "7"), ("fraction-for-integer", 0.5),
+             ("negative-seed", -1), ("seed-above-2**32-1", 2**32)],
+    "price": [("negative", -1.0), ("boolean-for-number", True), ("string-for-number", "1.5"),
+              ("below-any-price", 1e-300)],
+    "dprice": [("zero", 0), ("negative", -1), ("boolean-for-number", True), ("below-any-price", 1e-300)],
     "fraction": [("negative", -0.5), ("out-of-range", 1.5), ("boolean-for-number", True),
                  ("string-for-number", "0.99")],
     "percent": [("negative", -1), ("out-of-range", 101), ("boolean-for-number", True), ("nan-like-string", "NaN")],
@@ -417,6 +428,7 @@ def _free_cases(fmt: str, obj: Any, path: tuple) -> list[Case]:
             out += [Case(fmt, sub, klass, v) for klass, v in HUGE]
         elif isinstance(value, dict):
             out += [Case(fmt, (*sub, k), "control-character-key", k + "\x1b[2J", key=True) for k in list(value)[:1]]
+            out += [Case(fmt, (*sub, k), "invisible-key", k + "\u200b", key=True) for k in list(value)[:1]]
     return out
 
 
@@ -444,7 +456,7 @@ def document_cases(fmt: str, doc: dict, kinds: dict) -> list[Case]:
             if fmt.startswith("dawnbench") and klass == "string-for-number":
                 continue  # a plain decimal string is a number in a DAWNBench file (see DAWNBENCH_STRING)
             out.append(Case(fmt, path, klass, bad))
-        if fmt.startswith("dawnbench") and kind in ("positive", "percent"):
+        if fmt.startswith("dawnbench") and kind in ("positive", "percent", "dprice"):
             out += [Case(fmt, path, klass, v) for klass, v in DAWNBENCH_STRING]
         if fmt.startswith("dawnbench") and kind == "text" and not nullable:
             out += [Case(fmt, path, "empty-text", ""), Case(fmt, path, "empty-text", "   ")]
@@ -452,7 +464,8 @@ def document_cases(fmt: str, doc: dict, kinds: dict) -> list[Case]:
             out.append(Case(fmt, path, "null-required", None))
         if kind in ("text", "enum", "date", "datetime") and (value is None or isinstance(value, str)):
             out += [Case(fmt, path, klass, f(value or "")) for klass, f in TEXT_BAD]
-        if kind in ("count", "index", "int", "fraction", "percent", "positive", "nonneg", "number"):
+        if kind in ("count", "index", "int", "seed", "fraction", "percent", "positive", "nonneg", "number", "price",
+                    "dprice"):
             out += [Case(fmt, path, klass, v) for klass, v in HUGE]
     return out
 
@@ -612,6 +625,21 @@ ISSUE_CASES = [
     Case("run", ("price_date",), "future-date", "2999-01-01"), Case("run", ("clocks",), "empty-section", {}),
     Case("run", ("device",), "control-characters", "cuda:0\x00\x01\x1f"),
     Case("run", ("instance",), "control-characters", "aws-p3.2xlarge\x00\x01\x1f"),
+    # issue 29's
+    Case("run", ("cost_per_hour",), "below-any-price", 1e-300), Case("dawnbench-train", ("costPerHour",),
+                                                                    "below-any-price", 1e-300),
+    Case("run", ("seed",), "negative-seed", -1), Case("run", ("steps_to_target",), "null-required", None),
+    Case("run", ("effective_batch_size",), "null-required", None),
+    Case("run", ("train_examples",), "null-required", None), Case("run", ("clock",), "empty-section", {}),
+    Case("run", ("instance",), "too-long-text", "x" * 100_000), Case("run", ("optimizer",), "too-long-text",
+                                                                     "x" * 100_000),
+    *[Case(fmt, (field,), klass, text) for fmt, field in (("run", "framework"), ("run", "author"),
+                                                          ("dawnbench-train", "framework"),
+                                                          ("dawnbench-train", "author"))
+      for klass, text in (("byte-order-mark", "\ufeffxy"), ("zero-width-space", "x\u200by"),
+                          ("soft-hyphen", "x\u00ady"), ("word-joiner", "x\u2060y"),
+                          ("mongolian-vowel-separator", "x\u180ey"), ("hangul-filler", "xy\u3164"),
+                          ("tag-character", "xy\U000e0041"))],
 ]
 
 
@@ -686,11 +714,12 @@ def test_hostile_uploads_get_a_422_naming_the_field_and_store_nothing(srv):
 def test_leaderboard_import_reads_files_with_the_same_readers(tmp_path):
     """`daybreak leaderboard import` of run directories and DAWNBench files refuses what an upload is refused
     for, with the same message, and stores the good ones."""
-    from daybreak.leaderboard.importer import import_paths
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ingest.importer import import_paths
+    from daybreak.leaderboard.store.database import Store
 
     runs = tmp_path / "runs"
-    for i, case in enumerate(ISSUE_CASES):
+    run_cases = [c for c in ISSUE_CASES if c.fmt == "run"]
+    for i, case in enumerate(run_cases):
         (runs / f"bad-{i}").mkdir(parents=True)
         (runs / f"bad-{i}" / "result.json").write_bytes(_encode(_put(good_run(900), case)))
     (runs / "good").mkdir()
@@ -705,9 +734,9 @@ def test_leaderboard_import_reads_files_with_the_same_readers(tmp_path):
         (tree / f"{name}.tsv").write_text(tsv)
     with Store(f"sqlite:///{tmp_path / 'import.sqlite'}") as store:
         report = import_paths(store, [runs, tmp_path / "CIFAR10"])
-        assert (report.stored, report.skipped) == (3, len(ISSUE_CASES) + 2), report.to_json()
+        assert (report.stored, report.skipped) == (3, len(run_cases) + 2), report.to_json()
         reasons = {o.path: o.reason for o in report.problems()}
-        for i, case in enumerate(ISSUE_CASES):
+        for i, case in enumerate(run_cases):
             reason = reasons[str(runs / f"bad-{i}" / "result.json")]
             assert case.field in reason and "\n" not in reason, (case, reason)
         assert "timestamp" in reasons[str(tree / "future.json")] and "hardware" in reasons[str(tree / "bidi.json")]
@@ -717,7 +746,7 @@ def survey(cases: list[Case]) -> list[tuple[Case, int, str]]:
     """Post every case to a fresh SQLite server: (case, status, body) for each."""
     import tempfile
 
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.store.database import Store
 
     answers = []
     with tempfile.TemporaryDirectory() as tmp:

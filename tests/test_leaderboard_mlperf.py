@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from daybreak.cli import main
-from daybreak.leaderboard.importer import import_paths
+from daybreak.leaderboard.ingest.importer import import_paths
 from daybreak.leaderboard.mlperf_import import import_mlperf, mlperf_score
+from daybreak.leaderboard.ingest.submission import PROVENANCE_SELF
+from daybreak.leaderboard.ranking.objectives import leaderboard
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.web.pages import Site
 from daybreak.mlperf_benchmarks import benchmark_of
-from daybreak.leaderboard.ranking import leaderboard
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import PROVENANCE_SELF
 from daybreak.leaderboard.tasks import leaderboard_task
 from daybreak.records.run import RunResult
 
@@ -415,8 +415,8 @@ def test_finite_everything(tree, store):
 
 
 def test_a_dawnbench_file_cannot_land_on_an_mlperf_board():
-    from daybreak.leaderboard.importer import parse_submission
-    from daybreak.leaderboard.submission import SubmissionError
+    from daybreak.leaderboard.ingest.importer import parse_submission
+    from daybreak.leaderboard.ingest.submission import SubmissionError
 
     doc = {"version": "v1.0", "author": "x", "model": "m", "hardware": "h", "framework": "PyTorch",
            "timestamp": "2019-01-01", "misc": {"daybreakTask": "mlperf-bert"}}

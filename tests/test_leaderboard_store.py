@@ -11,10 +11,10 @@ from datetime import datetime
 
 import pytest
 
-from daybreak.leaderboard.importer import parse_submission
-from daybreak.leaderboard.ranking import leaderboard
-from daybreak.leaderboard.store import Base, Store, StoreError
-from daybreak.leaderboard.submission import SubmissionError
+from daybreak.leaderboard.ingest.importer import parse_submission
+from daybreak.leaderboard.ranking.objectives import leaderboard
+from daybreak.leaderboard.store.database import Base, Store, StoreError
+from daybreak.leaderboard.ingest.submission import SubmissionError
 
 PG_ENV = "DAYBREAK_TEST_PG_URL"
 
@@ -141,8 +141,8 @@ def test_every_submission_field_has_its_column_and_round_trips(store):
     comes back is what went in."""
     from dataclasses import fields
 
-    from daybreak.leaderboard.store import EMPTY_AS_NULL, STORED_AS_JSON, Entry
-    from daybreak.leaderboard.submission import Submission
+    from daybreak.leaderboard.store.database import EMPTY_AS_NULL, STORED_AS_JSON, Entry
+    from daybreak.leaderboard.ingest.submission import Submission
 
     columns = set(Entry.__table__.columns.keys())
     for f in fields(Submission):
@@ -174,7 +174,7 @@ def test_a_database_failure_is_one_store_error_on_every_method(tmp_path):
                          (lambda: store.ranked("cifar10", "time_to_target_s"), "cannot read"),
                          (lambda: list(store.iter_entries()), "cannot read"), (lambda: store.jobs(), "cannot read"),
                          (lambda: store.add(submission("B", 0.25)), "cannot read"),
-                         (lambda: store.enqueue(1), "cannot write to"), (lambda: store.claim_job("w"), "cannot write to"),
+                         (lambda: store.enqueue(1), "cannot read"), (lambda: store.claim_job("w"), "cannot write to"),
                          (lambda: store.mark_not_reproduced(1), "cannot write to")):
         with pytest.raises(StoreError) as err:
             call()
@@ -188,7 +188,7 @@ def test_a_version_3_database_gets_the_system_columns_filled_in(tmp_path, capsys
     from sqlalchemy import text as sql
 
     from daybreak.cli import main
-    from daybreak.leaderboard.store import SYSTEM_COLUMNS
+    from daybreak.leaderboard.store.database import SYSTEM_COLUMNS
 
     run = tmp_path / "run"
     assert main(["run", "--out", str(run), "-q", "--threads", "1"]) == 0
@@ -205,7 +205,7 @@ def test_a_version_3_database_gets_the_system_columns_filled_in(tmp_path, capsys
                 conn.execute(sql(f"ALTER TABLE daybreak_leaderboard_entries DROP COLUMN {column}"))
             conn.execute(sql("UPDATE daybreak_leaderboard_meta SET value = '3' WHERE key = 'schema_version'"))
     with Store(url) as store:
-        assert store.migrated and "from schema v3 to v4" in store.migrated[0] and "structured systems" in store.migrated[0]
+        assert store.migrated and "from schema v3 to v5" in store.migrated[0] and "structured systems" in store.migrated[0]
         entries = store.entries()
         assert {e.id: {c: getattr(e, c) for c in SYSTEM_COLUMNS} for e in entries} == expected
         assert all(e.clock_rules == "dawnbench" for e in entries)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from daybreak.leaderboard.systems import CPU_ONLY, System, dawnbench_framework, from_dawnbench
+from daybreak.leaderboard.ingest.systems import CPU_ONLY, System, dawnbench_framework, from_dawnbench
 
 ENTRIES = Path(os.environ.get("DAYBREAK_DAWNBENCH_ENTRIES")
                or Path(__file__).resolve().parents[2] / "shared/data/dawnbench-entries")

@@ -37,13 +37,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from daybreak.cli import main
-from daybreak.leaderboard.importer import import_paths, parse_submission
-from daybreak.leaderboard.query import SORTS
-from daybreak.leaderboard.ranking import leaderboard
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Base, Entry, Store, StoreError
-from daybreak.leaderboard.submission import SubmissionError
-from daybreak.leaderboard.web import Limits, Token, create_app, load_tokens, server_config
+from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
+from daybreak.leaderboard.ranking.query import SORTS
+from daybreak.leaderboard.ranking.objectives import leaderboard
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Base, Entry, Store, StoreError
+from daybreak.leaderboard.ingest.submission import SubmissionError
+from daybreak.leaderboard.web.app import Limits, Token, create_app, load_tokens, server_config
 
 httpx = pytest.importorskip("httpx")
 
@@ -102,7 +102,9 @@ def synth_run(*, seed=0, accuracies=(0.7, 0.95, 0.99), epoch_s=1.0, task="digits
         steps_to_target=first and first.step, history=history,
         phases=[PhaseInterval(phase=p, start_s=a, end_s=b) for p, a, b in phases], clocks=clocks, rules="dawnbench",
         total_s=total, init_s=0.6, system=system_info(), started_at=started,
-        finished_at=started + timedelta(seconds=total), cost_per_hour=cost,
+        finished_at=started + timedelta(seconds=total), cost_per_hour=cost, steps_per_epoch=steps_per_epoch,
+        per_device_batch_size=64, global_batch_size=64 * world_size, effective_batch_size=64,
+        train_examples=steps_per_epoch * 64 * world_size + 3,
     )
 
 
@@ -162,7 +164,7 @@ def _pg_schema_url(schema: str) -> str:
     cuts connections does not touch the module's server, which uses the default schema."""
     from sqlalchemy import create_engine, text
 
-    from daybreak.leaderboard.store import normalize_url
+    from daybreak.leaderboard.store.database import normalize_url
 
     url = os.environ.get(PG_ENV, "").strip()
     if not url:
@@ -532,7 +534,7 @@ def test_pages_read_columns_not_documents(srv):
     """GET / and the tables never select document_json (or the curve): a page of ten rows reads ten short rows.
     With large stored documents, the memory a request takes stays small."""
     store = srv.store
-    misc = "x" * (900 * 1024)
+    misc = ["x" * 1000] * 900  # 900 kB in strings of the longest length allowed
     for i in range(40):
         store.add(parse_submission(json.dumps(dawnbench_doc(f"Large {i}", misc=misc, date="2019-05-0%d" % (1 + i % 9)))
                                    .encode(), dawnbench_tsv(hours=(0.1, 0.2, 1 + i)).encode(), source=f"large-{i}",
@@ -753,7 +755,7 @@ def test_a_database_outage_is_a_503_with_the_reason(tmp_path):
     if os.environ.get(PG_ENV, "").strip():
         from sqlalchemy.engine import make_url
 
-        from daybreak.leaderboard.store import normalize_url
+        from daybreak.leaderboard.store.database import normalize_url
 
         parsed = make_url(normalize_url(_pg_schema_url("daybreak_outage")))
         proxy = _Proxy((parsed.host or "127.0.0.1", parsed.port or 5432))
@@ -981,7 +983,7 @@ def test_reproduce_a_daybreak_digits_entry_end_to_end(digits_run, tmp_path, caps
 
 
 def test_the_server_queues_reproductions_for_the_worker(srv, digits_run, tmp_path):
-    from daybreak.leaderboard.reproduce import WorkerOptions, work
+    from daybreak.leaderboard.reproduce.worker import WorkerOptions, work
 
     store = srv.store
     report = import_paths(store, [digits_run])
@@ -1024,7 +1026,7 @@ def _as_entry(doc: dict, source_format: str = "daybreak.run"):
 
 
 def test_the_reproduction_plan_is_the_recorded_configuration():
-    from daybreak.leaderboard.reproduce_plan import plan_for
+    from daybreak.leaderboard.reproduce.plan import plan_for
 
     doc = run_doc(seed=12, world_size=4, hyperparameters={**run_doc()["hyperparameters"], "epochs": 20, "lr": 0.05})
     doc["rules"], doc["eval_every_steps"] = "mlperf", 50
@@ -1052,7 +1054,7 @@ def test_the_reproduction_plan_is_the_recorded_configuration():
                         hyperparameters={"init_from": "/etc"}), "init_from"),
 ])
 def test_what_the_host_will_not_run(change, fragment):
-    from daybreak.leaderboard.reproduce_plan import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
 
     doc = run_doc(seed=13)
     change(doc)
@@ -1066,8 +1068,8 @@ def test_what_the_host_will_not_run(change, fragment):
 def test_jobs_survive_a_restart_and_failures_are_recorded(tmp_path, digits_run):
     from sqlalchemy import update
 
-    from daybreak.leaderboard.reproduce import WorkerOptions, work
-    from daybreak.leaderboard.store import Job
+    from daybreak.leaderboard.reproduce.worker import WorkerOptions, work
+    from daybreak.leaderboard.store.database import Job
 
     url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
     with Store(url) as store:
@@ -1135,7 +1137,7 @@ _V1_COLUMNS = [
 def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
     from sqlalchemy import create_engine, text
 
-    from daybreak.leaderboard.store import normalize_url
+    from daybreak.leaderboard.store.database import normalize_url
 
     if kind == "sqlite":
         url = f"sqlite:///{tmp_path / 'v1.sqlite'}"
@@ -1165,7 +1167,7 @@ def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
                               f"({', '.join(':' + k for k in row)})"), row)
     engine.dispose()
     with Store(url) as store:
-        assert store.migrated and "from schema v1 to v4" in store.migrated[0] and "energy" in store.migrated[0]
+        assert store.migrated and "from schema v1 to v5" in store.migrated[0] and "energy" in store.migrated[0]
         by_hash = {e.content_hash: e for e in store.entries()}
         assert by_hash["a"].provenance == "daybreak-run" and by_hash["a"].train_cost_usd is None
         assert by_hash["a"].cost_per_hour is None and by_hash["a"].ranked_at == datetime(2019, 1, 1)
@@ -1177,7 +1179,7 @@ def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
         assert not store.migrated  # once
         with store.engine.begin() as conn:
             conn.execute(text("UPDATE daybreak_leaderboard_meta SET value = '99' WHERE key = 'schema_version'"))
-    with pytest.raises(StoreError, match="holds leaderboard schema v99, newer than this daybreak's v4"):
+    with pytest.raises(StoreError, match="holds leaderboard schema v99, newer than this daybreak's v5"):
         Store(url)
 
 

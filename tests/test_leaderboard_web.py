@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from daybreak.leaderboard.importer import import_paths, parse_submission
-from daybreak.leaderboard.query import SORTS
-from daybreak.leaderboard.site import Site
-from daybreak.leaderboard.store import Store
-from daybreak.leaderboard.submission import SubmissionError
-from daybreak.leaderboard.web import Token, create_app, load_tokens
+from daybreak.errors import ConfigError
+from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
+from daybreak.leaderboard.ranking.query import SORTS
+from daybreak.leaderboard.web.pages import Site
+from daybreak.leaderboard.store.database import Store
+from daybreak.leaderboard.ingest.submission import SubmissionError
+from daybreak.leaderboard.web.app import Token, create_app, load_tokens
 
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -198,6 +199,26 @@ def test_export_command(tmp_path, capsys):
     Store(url).close()  # export reads an existing leaderboard (an empty one here); it never creates one
     assert main(["leaderboard", "export", str(tmp_path / "site"), "--db", url]) == 0
     assert "wrote 62 files" in capsys.readouterr().out and (tmp_path / "site" / "index.html").is_file()
+    # a symbolic link in the output tree (issue 29: export wrote through it) is refused before anything is written
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    site = tmp_path / "site2"
+    site.mkdir()
+    (site / "tasks").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["leaderboard", "export", str(site), "--db", url]) == 2
+    err = capsys.readouterr().err
+    assert f"{site / 'tasks'}: a symbolic link in the export's folder" in err and single_line(err)
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in site.iterdir()) == ["tasks"]
+    (site / "tasks").unlink()
+    (site / "index.html").symlink_to(elsewhere / "index.html")  # a link as a file the export writes
+    with Store(url) as store:
+        with pytest.raises(ConfigError, match="index.html: a symbolic link"):
+            Site(store).export(site)
+    assert not (elsewhere / "index.html").exists()
+    # the folder named on the command line may itself be a link
+    (site / "index.html").unlink()
+    (tmp_path / "link-to-site").symlink_to(site, target_is_directory=True)
+    assert main(["leaderboard", "export", str(tmp_path / "link-to-site"), "--db", url]) == 0
 
 
 # --- submissions: tokens, formats, limits -------------------------------------------------------------------
@@ -212,7 +233,10 @@ def test_submissions_need_a_valid_token(store):
         r = upload(c, train_doc(), train_tsv(), headers={"Authorization": "Bearer wrong-token-wrong-token"})
         assert r.status_code == 401 and r.json() == {"error": "invalid submitter token"}
         assert r.headers["www-authenticate"] == "Bearer"
-        assert upload(c, train_doc(), train_tsv(), headers={"X-Daybreak-Token": SECRET}).status_code == 201
+        # one way to send a token (issue 29: an undocumented second header was read too)
+        r = upload(c, train_doc(), train_tsv(), headers={"X-Daybreak-Token": SECRET})
+        assert r.status_code == 401 and "X-Daybreak-Token is not read" in r.json()["error"]
+        assert upload(c, train_doc(), train_tsv(), headers={"Authorization": f"bearer {SECRET}"}).status_code == 201
     assert store.count() == 1
 
 

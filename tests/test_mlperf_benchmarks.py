@@ -404,7 +404,7 @@ def test_import_scores_every_family_as_the_summarizer(tmp_path):
     from mlperf_logging.rcp_checker import rcp_checker
 
     from daybreak.leaderboard.mlperf_import import import_mlperf
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.store.database import Store
 
     lora = [700.0 + 13.5 * i for i in range(10)]
     sd = [100.0 + 7.25 * i for i in range(10)]

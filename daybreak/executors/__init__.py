@@ -34,24 +34,25 @@ from typing import Callable, Protocol, Sequence
 
 from daybreak.errors import ConfigError
 from daybreak.executors import slurm
-from daybreak.executors.trials import (EXECUTORS, ExecutorOptions, Trial, TrialOutcome, sbatch_additional,
-                                         start_trial_process, visible_gpus)
+from daybreak.executors.trials import (EXECUTORS, ExecutorOptions, Trial, TrialOutcome, TrialsCancelled,
+                                         sbatch_additional, start_trial_process, visible_gpus)
 from daybreak.processes import end_process_group
 from daybreak.text import one_line
 
-__all__ = ["EXECUTORS", "Executor", "ExecutorOptions", "LocalExecutor", "Trial", "TrialOutcome", "check_options",
-           "make_executor", "visible_gpus"]
+__all__ = ["EXECUTORS", "Executor", "ExecutorOptions", "LocalExecutor", "Trial", "TrialOutcome", "TrialsCancelled",
+           "check_options", "make_executor", "visible_gpus"]
 
 
 class Executor(Protocol):
     name: str
 
-    def run(self, trials: Sequence[Trial],
-            on_done: Callable[[Trial, TrialOutcome], None] | None = None) -> list[TrialOutcome]:
+    def run(self, trials: Sequence[Trial], on_done: Callable[[Trial, TrialOutcome], None] | None = None,
+            cancel: threading.Event | None = None) -> list[TrialOutcome]:
         """Run every trial; call on_done as each finishes (in the calling thread); return outcomes in the order
         of `trials`. Trials START in the given order (the caller interleaves arms; the executor never reorders).
         KeyboardInterrupt (or an exception from on_done): stop everything (local: end each trial's process
-        group; Slurm: scancel the array), then re-raise."""
+        group; Slurm: scancel the array), then re-raise. ``cancel`` set (by another thread): stop everything
+        the same way within about a second and raise TrialsCancelled."""
 
 
 # --- checking the options -----------------------------------------------------------------------------------------
@@ -127,6 +128,11 @@ def make_executor(options: ExecutorOptions, experiment_dir: Path) -> Executor:
 
 # --- local: subprocesses -----------------------------------------------------------------------------------------
 
+def _check_cancel(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise TrialsCancelled("the trials were cancelled")
+
+
 def trial_environment(trial: Trial, gpus: Sequence[str] | None) -> dict[str, str]:
     """This process's environment, the trial's extras, and (with a GPU pool) its CUDA_VISIBLE_DEVICES slice."""
     env = dict(os.environ)
@@ -161,8 +167,8 @@ class LocalExecutor:
         self.gpus = list(visible_gpus() if gpus is None else gpus)
         self.parallel = parallel or max(1, len(self.gpus))
 
-    def run(self, trials: Sequence[Trial],
-            on_done: Callable[[Trial, TrialOutcome], None] | None = None) -> list[TrialOutcome]:
+    def run(self, trials: Sequence[Trial], on_done: Callable[[Trial, TrialOutcome], None] | None = None,
+            cancel: threading.Event | None = None) -> list[TrialOutcome]:
         self._check_devices(trials)
         outcomes: list[TrialOutcome | None] = [None] * len(trials)
         waiting = deque(range(len(trials)))
@@ -171,6 +177,7 @@ class LocalExecutor:
         free = list(self.gpus)
         try:
             while waiting or running:
+                _check_cancel(cancel)
                 while waiting and len(running) < self.parallel and self._fits(trials[waiting[0]], free):
                     index = waiting.popleft()
                     started = self._start(index, trials[index], free, finished)
@@ -182,7 +189,7 @@ class LocalExecutor:
                         running[index] = started
                 if not running:
                     continue
-                index, code, finished_at = self._next_finished(finished, trials, running)
+                index, code, finished_at = self._next_finished(finished, trials, running, cancel)
                 slot = running.pop(index)
                 free.extend(slot.gpus)
                 limit = trials[index].timeout_s
@@ -226,11 +233,13 @@ class LocalExecutor:
         return _Running(index, proc, gpus, started_at)
 
     @staticmethod
-    def _next_finished(finished: queue.Queue, trials: Sequence[Trial] = (),
-                       running: dict | None = None) -> tuple[int, int, float]:
-        """Sleep until a trial exits (a timeout only so that Ctrl-C is seen promptly on every platform, and so that
-        a trial past its ``timeout_s`` is ended: its process group gets SIGTERM, then SIGKILL)."""
+    def _next_finished(finished: queue.Queue, trials: Sequence[Trial] = (), running: dict | None = None,
+                       cancel: threading.Event | None = None) -> tuple[int, int, float]:
+        """Sleep until a trial exits (a timeout only so that Ctrl-C and ``cancel`` are seen promptly on every
+        platform, and so that a trial past its ``timeout_s`` is ended: its process group gets SIGTERM, then
+        SIGKILL)."""
         while True:
+            _check_cancel(cancel)
             try:
                 return finished.get(timeout=1.0)
             except queue.Empty:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.executors.trials import (ExecutorOptions, Trial, TrialOutcome, sbatch_additional, start_trial_process,
-                                         visible_gpus)
+from daybreak.executors.trials import (ExecutorOptions, Trial, TrialOutcome, TrialsCancelled, sbatch_additional,
+                                         start_trial_process, visible_gpus)
 from daybreak.processes import end_process_group
 from daybreak.text import one_line
 
@@ -268,8 +268,8 @@ class SubmititExecutor:
 
     # -- running ---------------------------------------------------------------------------------------------
 
-    def run(self, trials: Sequence[Trial],
-            on_done: Callable[[Trial, TrialOutcome], None] | None = None) -> list[TrialOutcome]:
+    def run(self, trials: Sequence[Trial], on_done: Callable[[Trial, TrialOutcome], None] | None = None,
+            cancel: threading.Event | None = None) -> list[TrialOutcome]:
         if not trials:
             return []
         executor = self._executor(trials)
@@ -282,6 +282,8 @@ class SubmititExecutor:
         running: dict[int, Any] = {}
         try:
             while waiting or running:
+                if cancel is not None and cancel.is_set():
+                    raise TrialsCancelled("the trials were cancelled")
                 room = len(waiting) if not self.local else (self.options.parallel or 1) - len(running)
                 if room > 0 and waiting:
                     batch, waiting = waiting[:room], waiting[room:]

@@ -15,9 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from daybreak.errors import ConfigError
+from daybreak.errors import ConfigError, DaybreakError
 
 EXECUTORS = ("local", "slurm", "submitit-local")
+
+
+class TrialsCancelled(DaybreakError):
+    """``run(..., cancel=EVENT)``: the event was set, so the executor stopped every trial it had started (local:
+    their process groups ended; Slurm: the array cancelled) and returned none of them."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +64,9 @@ class ExecutorOptions:
     executor: str = _opt("--executor", "where trials run: local (subprocesses on this machine), slurm (one Slurm "
                          "job array through submitit; needs daybreak[slurm] and sbatch) or submitit-local "
                          "(submitit's local executor, the Slurm code path on this machine)", "local")
-    parallel: int | None = _opt("--parallel", "local: trials at once (default: one per visible GPU; on CPU 1, "
-                                "because parallel trials would compete for the cores and slow each other)",
-                                None, "N")
+    parallel: int | None = _opt("--parallel", "local: trials at once (default: one per visible GPU, but 1 for "
+                                "lesion and ab, whose pairs never run side by side; on CPU 1, because parallel "
+                                "trials would compete for the cores and slow each other)", None, "N")
     slurm_partition: str | None = _opt("--slurm-partition", "Slurm partition (default: the cluster's default "
                                        "partition)", None, "NAME")
     slurm_time_min: int = _opt("--slurm-time-min", "Slurm time limit of each trial, in minutes", 60, "MIN")

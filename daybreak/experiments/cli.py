@@ -201,12 +201,16 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from daybreak.records.ab_views import format_ab
     from daybreak.records.experiment import Arm
 
+    from daybreak.executors import check_options
+
     invocation = ["daybreak", *args.argv]
     exp = from_args(ExperimentConfig, args, "ab", use_file=False)
     executor = dataclass_from_args(ExecutorOptions, args)
+    check_options(executor)  # before anything is read from git or written
     shared = merge_values(RunConfig, load_toml(args.config, RunConfig) if getattr(args, "config", None) else {},
                           given(args, RunConfig, "ab"))
-    arms = []
+    arms, seeds = [], []
+    files: dict[Path, str] = {}  # recipe files at a commit, written once the experiment is open
     for prefix, default_name in (("a", "baseline"), ("b", "candidate")):
         arm = ArmOptions(**given(args, ArmOptions, "ab", prefix))
         values = merge_values(RunConfig, shared, load_toml(arm.config, RunConfig) if arm.config else {})
@@ -220,15 +224,21 @@ def cmd_ab(args: argparse.Namespace) -> int:
                                   "the file is read as it was at that commit")
             if exp.out is None:
                 raise ConfigError("--out DIR is required: the experiment directory")
-            values["recipe"] = recipe_at_commit(str(values["recipe"]), arm.commit, exp.out, prefix)
+            path, text = recipe_at_commit(str(values["recipe"]), arm.commit, exp.out, prefix)
+            files[path] = text
+            values["recipe"] = str(path)
         config = RunConfig(**values, command=invocation)
+        seeds.append(config.seed)
         arms.append(Arm(name=arm.name or default_name, directory=arm.name or default_name,
                         config=arm_options(config), commit=arm.commit,
                         program=shlex.split(arm.cmd) if arm.cmd else None))
+    if seeds[0] != seeds[1]:
+        raise ConfigError(f"the arms start from different seeds ({seeds[0]}, {seeds[1]}): the two trials of a pair "
+                          "share one seed (--seed S gives pairs S, S+1, ...)")
     if (arms[0].program is None) != (arms[1].program is None):
         raise ConfigError("give --a-cmd and --b-cmd together (two external programs), or neither")
     if arms[0].name == arms[1].name:
         raise ConfigError(f"both arms are named {arms[0].name!r}: give --a-name and --b-name")
-    summary = ab(arms, exp, executor, invocation)
+    summary = ab(arms, exp, executor, invocation, first_seed=seeds[0], files=files)
     print(summary.model_dump_json(indent=2) if args.json else format_ab(summary))
     return 0

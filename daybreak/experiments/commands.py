@@ -19,7 +19,9 @@ from daybreak.analysis.repeat import summarize
 from daybreak.config import RunConfig
 from daybreak.errors import ConfigError
 import daybreak.executors as ex
-from daybreak.experiments.engine import counted, execute, log, open_experiment, wall_elapsed_s
+from daybreak.experiments.engine import (
+    ExperimentLock, counted, execute, log, open_experiment, raise_if_stopped, wall_elapsed_s,
+)
 from daybreak.experiments.plan import ExperimentConfig, arm_config, seeds_for
 from daybreak.experiments.stats import arm_stats, compare
 from daybreak.records.experiment import AbSummary, Arm, Experiment
@@ -43,9 +45,20 @@ def check_config(config: RunConfig) -> Any:
     return resolve_run_spec(config.with_(nproc_per_node=1, nnodes=1), world_size=1)
 
 
-def _executor(exec_options: "ex.ExecutorOptions", out: Path) -> "ex.Executor":
+def executor_options(exec_options: "ex.ExecutorOptions", arms: list[Arm], label: str) -> "ex.ExecutorOptions":
+    """Checked (a ConfigError before anything is written) and, for an experiment of several arms, one trial at a
+    time unless asked otherwise: the two arms of a pair never run side by side on one machine (each would time
+    its neighbour's load), whatever the number of GPUs. ``--parallel N`` (local) asks for it; a Slurm job array
+    places its tasks where the cluster wants (``--slurm-additional exclusive`` keeps each alone on its node)."""
     ex.check_options(exec_options)
-    return ex.make_executor(exec_options, out)
+    if len(arms) > 1 and exec_options.executor != "slurm" and exec_options.parallel is None:
+        from dataclasses import replace
+
+        if exec_options.executor == "local" and len(ex.visible_gpus()) > 1:
+            log(f"{label}: one trial at a time, so that the arms of a pair never run side by side (--parallel N "
+                "runs N at once)")
+        return replace(exec_options, parallel=1)
+    return exec_options
 
 
 def _executor_record(exec_options: "ex.ExecutorOptions") -> dict[str, Any]:
@@ -67,11 +80,14 @@ def repeat(run: RunConfig, exp: ExperimentConfig, exec_options: "ex.ExecutorOpti
     spec = check_config(run)
     out = _out(exp)
     arms = [Arm(name="repeat", directory="", config=arm_options(run))]
-    record = open_experiment(out, "repeat", arms, seeds_for(run.seed, exp.runs), exp, _executor_record(exec_options),
-                             spec.rules, invocation)
-    executor = _executor(exec_options, out)
-    execute(out, record, executor, lambda r: write_repeat(out, r, spec.target), "repeat")
-    return RepeatSummary.load(out)
+    exec_options = executor_options(exec_options, arms, "repeat")
+    with ExperimentLock(out, invocation):
+        record = open_experiment(out, "repeat", arms, seeds_for(run.seed, exp.runs), exp,
+                                 _executor_record(exec_options), spec.rules, invocation)
+        executor = ex.make_executor(exec_options, out)
+        execute(out, record, executor, lambda r: write_repeat(out, r, spec.target), "repeat")
+        raise_if_stopped(out, record, "repeat", RepeatSummary.FILE)
+        return RepeatSummary.load(out)
 
 
 def repeat_summary(out: Path, record: Experiment, arm: str, target: float, folder: Path | None = None) -> RepeatSummary | None:
@@ -126,13 +142,16 @@ def lesion(run: RunConfig, switches_text: str | None, exp: ExperimentConfig, exe
     base = arm_options(run)
     arms = [Arm(name=name, directory=name, config=arm_config(base, overrides=overrides), switched_off=off)
             for name, off, overrides in lesion_variants(recipe, switches, run.overrides)]
-    record = open_experiment(out, "lesion", arms, seeds_for(run.seed, exp.runs), exp, _executor_record(exec_options),
-                             spec.rules, invocation)
-    executor = _executor(exec_options, out)
-    execute(out, record, executor, lambda r: write_lesion(out, r, spec), "lesion")
+    exec_options = executor_options(exec_options, arms, "lesion")
     from daybreak.records.lesion import LesionSummary
 
-    return LesionSummary.load(out)
+    with ExperimentLock(out, invocation):
+        record = open_experiment(out, "lesion", arms, seeds_for(run.seed, exp.runs), exp,
+                                 _executor_record(exec_options), spec.rules, invocation)
+        executor = ex.make_executor(exec_options, out)
+        execute(out, record, executor, lambda r: write_lesion(out, r, spec), "lesion")
+        raise_if_stopped(out, record, "lesion", LesionSummary.FILE)
+        return LesionSummary.load(out)
 
 
 def write_lesion(out: Path, record: Experiment, spec: Any) -> None:
@@ -154,24 +173,51 @@ def write_lesion(out: Path, record: Experiment, spec: Any) -> None:
 
 # --- ab ---------------------------------------------------------------------------------------------------------------
 
-def ab(arms: list[Arm], exp: ExperimentConfig, exec_options: "ex.ExecutorOptions", invocation: list[str]) -> AbSummary:
-    """``arms``: [baseline, candidate]. Pairs of trials with the same seed, interleaved; with --until-significant,
-    further pairs until the interval is narrow enough or the budget is spent."""
-    specs = [check_config(RunConfig(**a.config)) for a in arms]
+def ab(arms: list[Arm], exp: ExperimentConfig, exec_options: "ex.ExecutorOptions", invocation: list[str],
+       first_seed: int = 0, files: dict[Path, str] | None = None) -> AbSummary:
+    """``arms``: [baseline, candidate]. Pairs of trials with the same seed (``first_seed``, +1, ...), interleaved;
+    with --until-significant, further pairs until the interval is narrow enough or the budget is spent. ``files``:
+    recipe files to write into the experiment directory once it is open (an arm's recipe at a commit)."""
+    specs = _arm_specs(arms, files or {})
     if len({s.rules for s in specs}) != 1 or len({s.task for s in specs}) != 1:
         raise ConfigError("both arms must time the same task under the same --rules")
     if specs[0].target != specs[1].target:
         raise ConfigError(f"the arms have different targets ({specs[0].target:g}, {specs[1].target:g}): a ratio of "
                           "times to different targets compares nothing")
     out = _out(exp)
-    first = int(arms[0].config.get("seed", 0) or 0)
-    record = open_experiment(out, "ab", arms, seeds_for(first, exp.runs), exp, _executor_record(exec_options),
-                             specs[0].rules, invocation)
-    executor = _executor(exec_options, out)
-    state: dict[str, str] = {"stop": f"all {exp.runs} pairs run"}
-    more = _until(exp, arms, state) if exp.until_width is not None else None
-    execute(out, record, executor, lambda r: write_ab(out, r, specs[0], state["stop"]), "ab", more=more)
-    return AbSummary.load(out)
+    exec_options = executor_options(exec_options, arms, "ab")
+    with ExperimentLock(out, invocation):
+        record = open_experiment(out, "ab", arms, seeds_for(first_seed, exp.runs), exp,
+                                 _executor_record(exec_options), specs[0].rules, invocation)
+        for path, text in (files or {}).items():
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        executor = ex.make_executor(exec_options, out)
+        state: dict[str, str] = {"stop": f"all {exp.runs} pairs run"}
+        more = _until(exp, arms, state) if exp.until_width is not None else None
+        execute(out, record, executor, lambda r: write_ab(out, r, specs[0], state["stop"]), "ab", more=more)
+        raise_if_stopped(out, record, "ab", AbSummary.FILE)
+        return AbSummary.load(out)
+
+
+def _arm_specs(arms: list[Arm], files: dict[Path, str]) -> list[Any]:
+    """Each arm's options checked (check_config); an arm whose recipe is one of ``files`` (not written yet) is
+    checked with a stand-in copy of it in a temporary folder."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="daybreak-ab-") as tmp:
+        specs = []
+        for arm in arms:
+            config = dict(arm.config)
+            recipe = Path(config["recipe"]) if config.get("recipe") else None
+            if recipe is not None and recipe in files:
+                stand_in = Path(tmp) / arm.name / recipe.name
+                stand_in.parent.mkdir(parents=True, exist_ok=True)
+                stand_in.write_text(files[recipe], encoding="utf-8")
+                config["recipe"] = str(stand_in)
+            specs.append(check_config(RunConfig(**config)))
+    return specs
 
 
 def _until(exp: ExperimentConfig, arms: list[Arm], state: dict[str, str]) -> Callable[[Experiment], list[int]]:
@@ -214,20 +260,21 @@ def write_ab(out: Path, record: Experiment, spec: Any, stop: str) -> None:
     write_ab_views(summary, out)
 
 
-def recipe_at_commit(recipe_file: str, commit: str, out: Path, arm: str) -> str:
-    """A recipe file as it was at ``commit`` (``git show``), written into the experiment directory."""
+def recipe_at_commit(recipe_file: str, commit: str, out: Path, arm: str) -> tuple[Path, str]:
+    """A recipe file as it was at ``commit`` (``git show``) -> (where it goes in the experiment directory, its text);
+    nothing is written here (``ab`` writes it once the experiment is open). The file is named by the commit's hash,
+    so that a ``--resume`` after ``HEAD`` moved is refused for its other recipe instead of running it."""
     path = Path(recipe_file).expanduser().resolve()
     try:
         top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True,
                              text=True, check=True).stdout.strip()
         rel = path.relative_to(top).as_posix()
-        text = subprocess.run(["git", "-C", top, "show", f"{commit}:{rel}"], capture_output=True, text=True,
+        full = subprocess.run(["git", "-C", top, "rev-parse", "--verify", f"{commit}^{{commit}}"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        text = subprocess.run(["git", "-C", top, "show", f"{full}:{rel}"], capture_output=True, text=True,
                               check=True).stdout
     except (OSError, ValueError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", "") or str(e)
         raise ConfigError(f"--{arm}-commit {commit}: cannot read {recipe_file} at that commit "
                           f"({detail.strip().splitlines()[0] if detail.strip() else 'git failed'})") from None
-    target = out / "recipes" / f"{arm}-{commit.replace('/', '_')}-{path.name}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-    return str(target)
+    return out / "recipes" / f"{arm}-{full[:12]}-{path.name}", text

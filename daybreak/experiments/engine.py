@@ -18,18 +18,31 @@ The experiment directory::
 
 A killed experiment resumes with ``--resume``: finished trials (reached, not reached, diverged, failed) are kept,
 never run again; unfinished ones (killed, interrupted, lost) are cleared and run again, in the recorded order.
+
+One writer at a time: the command holds ``DIR/experiment.lock`` (an exclusive ``flock``, released by the kernel when
+the process ends, however it ends) from before it writes anything until it exits; a second command on the same
+directory (a second ``--resume`` of a running experiment) is refused with one line naming the running one, its PID
+and host, before it touches a file. An experiment whose trials were stopped before they finished (``scancel``, a
+Slurm time limit, a killed process) ends with :class:`ExperimentStopped` (exit status 130) and a summary of what
+stopped them; what finished is kept.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
+import signal
+import socket
 import sys
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from daybreak.config import RunConfig
-from daybreak.errors import ConfigError, RecordError
+from daybreak.errors import ConfigError, DaybreakError, RecordError
 import daybreak.executors as ex
 from daybreak.experiments.plan import ExperimentConfig, trial_order
 from daybreak.options import to_toml
@@ -39,6 +52,14 @@ from daybreak.records.run import RunResult
 FINISHED = ("reached", "not_reached", "diverged", "failed")
 EXIT_USAGE = 2  # a trial that exits 2 was refused before it ran (a user mistake): the experiment stops
 TRIALS_DIR = "trials"
+LOCK_FILE = "experiment.lock"
+
+
+class ExperimentStopped(DaybreakError):
+    """Trials were stopped before they finished (scancel, a time limit, a killed process): what finished is kept,
+    ``--resume`` runs the others again."""
+
+    exit_code = 130
 
 
 class TrialRefused(ConfigError):
@@ -50,6 +71,66 @@ def log(message: str) -> None:
 
 
 # --- the experiment directory -------------------------------------------------------------------------------------
+
+class ExperimentLock:
+    """``with ExperimentLock(out, invocation):`` -- the one writer of an experiment directory (see the module
+    docstring). Creates ``out`` when it does not exist; if the command then writes nothing else there (it was
+    refused), the folder it created is removed again."""
+
+    def __init__(self, out: Path, invocation: list[str]):
+        self.out, self.invocation = Path(out), invocation
+        self.fd: int | None = None
+        self.created = False
+
+    def __enter__(self) -> "ExperimentLock":
+        try:
+            import fcntl
+        except ImportError:  # no flock on this platform: no lock
+            return self
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"--out {self.out}: exists and is not a directory")
+        self.created = not self.out.exists()
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise ConfigError(f"--out {self.out}: another daybreak is writing this experiment: {holder}; wait for "
+                              "it to finish (or stop it), then run again (with --resume to finish it)") from None
+        self.fd = fd
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "command": " ".join(self.invocation)}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode("utf-8"), 0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is None:
+            return
+        try:
+            if self.created and [p.name for p in self.out.iterdir()] == [LOCK_FILE]:
+                (self.out / LOCK_FILE).unlink()  # refused before it wrote anything: leave no folder behind
+                self.out.rmdir()
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)  # releases the lock
+            self.fd = None
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, from the lock file: "pid 123 on host node1, since ..., running `daybreak repeat ...`"."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
+        return (f"pid {info['pid']} on host {info['host']}, since {info['started_at']}, running "
+                f"`{info['command'][:200]}`")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not yet written its name into the lock file"
+
 
 def open_experiment(out: Path, command: str, arms: list[Arm], seeds: list[int], config: ExperimentConfig,
                     executor: dict[str, Any], rules: str, invocation: list[str]) -> Experiment:
@@ -76,7 +157,7 @@ def open_experiment(out: Path, command: str, arms: list[Arm], seeds: list[int], 
         return record
     if config.resume:
         raise ConfigError(f"--resume: {out} holds no experiment ({Experiment.FILE} is missing)")
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and any(p.name != LOCK_FILE for p in out.iterdir()):
         raise ConfigError(f"--out {out}: not empty and holds no experiment; choose a new directory")
     record = Experiment(command=command, arms=arms, seeds=seeds, order=config.order, order_seed=config.order_seed,
                         rules=rules, trials=trial_order(arms, seeds, config.order, config.order_seed),
@@ -297,7 +378,7 @@ def execute(out: Path, record: Experiment, executor: "ex.Executor", summarize: S
     then the busy re-runs; mark it complete. KeyboardInterrupt: experiment.json says what finished; re-raised."""
     try:
         run_pending(out, record, executor, summarize, label)
-        while more is not None:
+        while more is not None and not stopped(record):
             seeds = more(record)
             if not seeds:
                 break
@@ -316,6 +397,46 @@ def execute(out: Path, record: Experiment, executor: "ex.Executor", summarize: S
         record.save(out)
         summarize(record)
     return record
+
+
+def stopped(record: Experiment) -> list[Trial]:
+    """The trials that were stopped (or lost) before they finished."""
+    return [t for t in record.trials if t.state in ("lost", "interrupted")]
+
+
+def why_stopped(trial: Trial) -> str:
+    """What stopped a trial, in words that group: "SIGTERM on node1 (scancel, preemption or the time limit)"."""
+    error = trial.error or ""
+    m = re.match(r"stopped on (\S+) after [0-9.]+ s: (.*)$", error)
+    if m:  # the Slurm task's own account (daybreak.executors.slurm)
+        return f"{m.group(2)} on {m.group(1)}"
+    m = re.match(r"job \S+ (ended without a result: [^;]*)", error)
+    if m:
+        return m.group(1)
+    if trial.exit_code is not None and trial.exit_code < 0:
+        try:
+            name = signal.Signals(-trial.exit_code).name
+        except ValueError:
+            name = f"signal {-trial.exit_code}"
+        return f"{name}" + (f" on {trial.host}" if trial.host else "") + " (killed from outside the experiment)"
+    if trial.state == "interrupted":
+        return "interrupted (its record says so)" + (f" on {trial.host}" if trial.host else "")
+    first = error.split("; see ", 1)[0]
+    return first or "lost: no record and no exit status"
+
+
+def raise_if_stopped(out: Path, record: Experiment, label: str, summary_file: str) -> None:
+    """ExperimentStopped with a summary of what stopped the unfinished trials, if there are any."""
+    unfinished = stopped(record)
+    if not unfinished:
+        return
+    reasons = Counter(why_stopped(t) for t in unfinished)
+    causes = "; ".join(f"{n} {why}" for why, n in reasons.most_common(4))
+    finished = sum(1 for t in record.trials if t.state in ("done", "failed"))
+    kept = (f"the {finished} finished are summarised in {out / summary_file}" if finished and
+            (out / summary_file).exists() else f"{finished} finished" if finished else "none finished")
+    raise ExperimentStopped(f"{label}: {len(unfinished)} of {len(record.trials)} trials were stopped before they "
+                            f"finished ({causes}); {kept}; `--resume` runs the stopped ones again")
 
 
 def counted(record: Experiment, arm: str) -> list[Trial]:

@@ -21,7 +21,7 @@ DB_EXISTING_HELP = DB_HELP + "; must exist (nothing is created: a missing one is
 
 def register(sub: argparse._SubParsersAction) -> None:
     from daybreak.config import RunConfig
-    from daybreak.leaderboard.ranking import OBJECTIVES
+    from daybreak.leaderboard.ranking.objectives import OBJECTIVES
     from daybreak.options import add_dataclass_flags, add_flags
 
     p = sub.add_parser(
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--db", metavar="URL", help=DB_CREATE_HELP)
     v.add_argument("--token-file", type=Path, metavar="FILE",
                    help="submitter tokens, one per line (TOKEN or NAME TOKEN); without it submissions are closed")
-    from daybreak.leaderboard.limits import Limits
+    from daybreak.leaderboard.web.limits import Limits
 
     d = Limits()
     v.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, metavar="N",
@@ -115,7 +115,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--max-connection-age", type=float, default=d.max_connection_s, metavar="S",
                    help="seconds after which a connection is closed (after its current response)")
     v.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
-                   help="concurrent connections and requests (more: 503)")
+                   help="concurrent connections and requests, all clients together (more: 503)")
+    v.add_argument("--max-client-connections", type=int, default=d.max_client_connections, metavar="N",
+                   help="connections one client address may hold (more: 503 at once; behind a reverse proxy, where "
+                        "every client has the proxy's address, set it to --max-connections)")
+    v.add_argument("--max-client-heads", type=int, default=d.max_client_heads, metavar="N",
+                   help="stalled request heads one client address may hold (unfinished a second after they were "
+                        "due; more: 503 at once; behind a reverse proxy set it to --max-connections)")
     v.set_defaults(func=cmd_serve)
 
     r = lsub.add_parser(
@@ -159,7 +165,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     e = lsub.add_parser("export", help="write the web pages as a static site",
                         description="Write index.html, one page per task x objective, one page per entry and the "
-                                    "JSON API files under DIR.")
+                                    "JSON API files under DIR. A symbolic link inside DIR is refused before "
+                                    "anything is written (it would make the export write outside DIR).")
     e.add_argument("dir", type=Path, metavar="DIR")
     e.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     e.set_defaults(func=cmd_export)
@@ -171,9 +178,9 @@ def _say_migrated(store) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.importer import import_paths
-    from daybreak.leaderboard.submission import printable
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ingest.importer import import_paths
+    from daybreak.leaderboard.ingest.submission import printable
+    from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
     if args.task is not None and leaderboard_task(args.task).clock_rules == "mlperf":
@@ -198,8 +205,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_import_mlperf(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.mlperf_import import import_mlperf, resolve_round
-    from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.submission import printable
+    from daybreak.leaderboard.store.database import Store
+    from daybreak.leaderboard.ingest.submission import printable
 
     resolve_round(args.dir, args.round)  # a wrong folder or round is a one-line error before the database opens
     with Store(args.db) as store:
@@ -248,8 +255,8 @@ def _table(rows: list[dict], header: str) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.ranking import get_objective, leaderboard, parse_provenance
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ranking.objectives import get_objective, leaderboard, parse_provenance
+    from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
     task = leaderboard_task(args.task)
@@ -274,16 +281,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from daybreak.leaderboard.limits import Limits
-    from daybreak.leaderboard.store import Store
-    from daybreak.leaderboard.web import create_app, load_tokens, server_config
+    from daybreak.leaderboard.web.limits import Limits
+    from daybreak.leaderboard.store.database import Store
+    from daybreak.leaderboard.web.app import create_app, load_tokens, server_config
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: not a TCP port")
     limits = Limits(max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout,
                     max_header_bytes=args.max_header_bytes, header_timeout_s=args.header_timeout,
                     keep_alive_s=args.keep_alive, max_connection_s=args.max_connection_age,
-                    max_connections=args.max_connections)
+                    max_connections=args.max_connections, max_client_connections=args.max_client_connections,
+                    max_client_heads=args.max_client_heads)
     for name, value in vars(limits).items():
         if not value > 0:
             raise ConfigError(f"--{name.replace('_s', '').replace('_', '-')}: must be greater than 0")
@@ -332,11 +340,14 @@ def listen_socket(host: str, port: int):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.site import Site
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.web.pages import Site
+    from daybreak.leaderboard.store.database import Store
 
     if args.dir.exists() and not args.dir.is_dir():
         raise ConfigError(f"{args.dir}: exists and is not a folder")
+    from daybreak.leaderboard.web.pages import no_links
+
+    no_links(args.dir)  # before the database is opened: nothing is read or written
     with Store(args.db, create=False) as store:
         try:
             count = Site(store).export(args.dir)
@@ -378,8 +389,8 @@ def _executor(args: argparse.Namespace):
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
+    from daybreak.leaderboard.store.database import Store
 
     entry_id = _entry_id(args.entry)
     if args.timeout is not None and not args.timeout > 0:
@@ -413,8 +424,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     import signal
 
-    from daybreak.leaderboard.reproduce import DEFAULT_TIMEOUT_S, WorkerOptions, work
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, WorkerOptions, work
+    from daybreak.leaderboard.store.database import Store
 
     if args.timeout is not None and not args.timeout > 0:
         raise ConfigError("--timeout must be greater than 0")
@@ -442,11 +453,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.score) -------------------------------
+# --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.ranking.score) ---------------------
 
 def register_score(lsub: argparse._SubParsersAction) -> None:
     from daybreak.analysis.stats import R_MAX
-    from daybreak.leaderboard.score import GROUP_BY
+    from daybreak.leaderboard.ranking.score import GROUP_BY
 
     c = lsub.add_parser(
         "score", formatter_class=HelpFormatter,
@@ -471,9 +482,9 @@ def register_score(lsub: argparse._SubParsersAction) -> None:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from daybreak.analysis.stats import r_max_option
-    from daybreak.leaderboard.ranking import parse_provenance
-    from daybreak.leaderboard.score import format_score, leaderboard_score
-    from daybreak.leaderboard.store import Store
+    from daybreak.leaderboard.ranking.objectives import parse_provenance
+    from daybreak.leaderboard.ranking.score import format_score, leaderboard_score
+    from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
     if args.top is not None and args.top < 1:

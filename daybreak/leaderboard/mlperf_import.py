@@ -43,16 +43,16 @@ from daybreak.analysis.stats import coefficient_of_variation
 from daybreak.errors import ConfigError
 from daybreak.external.mllog_analysis import Analysis, analyze
 from daybreak.external.mllog_reader import as_number, parse_log
-from daybreak.leaderboard.importer import ImportReport, Outcome, _not_regular, _read
+from daybreak.leaderboard.ingest.importer import ImportReport, Outcome, _not_regular, _read
 from daybreak.leaderboard.mlperf_rules import (
     AVAILABILITY, BESIDE_DAWNBENCH, DAWNBENCH_CLOCK, DIVISIONS, init_limit_text,
 )
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.submission import (
     KIND_TRAIN, MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_SELF, Submission, SubmissionError, check_date,
     load_json, one_line, printable,
 )
-from daybreak.leaderboard.systems import System, accelerator_name
-from daybreak.leaderboard.systems import apply as apply_system
+from daybreak.leaderboard.ingest.systems import System, accelerator_name
+from daybreak.leaderboard.ingest.systems import apply as apply_system
 from daybreak.leaderboard.tasks import leaderboard_task
 from daybreak.mlperf_benchmarks import (
     BENCHMARK_NAMES, OLD_FORMAT_ROUNDS, ROUND_FOLDER, ROUNDS, Benchmark, benchmark_of, init_limit, ruleset,

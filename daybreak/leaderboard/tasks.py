@@ -4,7 +4,7 @@ mlperf_rules). MLPerf's ResNet-50 results go on ``imagenet`` beside DAWNBench's 
 two rule sets differ.
 
 Accuracies are fractions everywhere in the leaderboard (0.94 = 94%); the DAWNBench files' percent values are
-normalized on import (see :mod:`daybreak.leaderboard.dawnbench_import`).
+normalized on import (see :mod:`daybreak.leaderboard.ingest.dawnbench_import`).
 """
 
 from __future__ import annotations

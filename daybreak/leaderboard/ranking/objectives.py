@@ -1,7 +1,7 @@
 """The four DAWNBench objectives and daybreak's two energy objectives, how they are ranked and how they are shown.
 
 - ``train-time``: hours of the first TSV row at or above the target (stored in seconds), shown ``h:mm:ss``;
-- ``train-cost``: that time x ``costPerHour``, in USD, shown ``$0.00``;
+- ``train-cost``: that time x ``costPerHour``, in USD, shown ``$0.00`` (under a cent: three significant digits);
 - ``latency``: milliseconds per example (batch 1), shown with 4 decimals;
 - ``inference-cost``: USD to process 10,000 examples (cost per example x 10,000), shown ``$0.00``;
 - ``train-energy``: joules to the target under DAWNBench's clock, from daybreak's hardware counters, shown
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.query import BoardQuery, QueryError
-from daybreak.leaderboard.query import parse_provenance as parse_provenance  # the CLI's and the web's reader
-from daybreak.leaderboard.submission import PROVENANCE_SELF
+from daybreak.leaderboard.ranking.query import BoardQuery, QueryError
+from daybreak.leaderboard.ranking.query import parse_provenance as parse_provenance  # the CLI's and the web's reader
+from daybreak.leaderboard.ingest.submission import PROVENANCE_SELF
 
 
 NOT_A_NUMBER = "\u2014"  # what a value that is not a finite number shows (never stored since the bounds)
@@ -52,7 +52,14 @@ def format_hms(seconds: float) -> str:
 
 
 def format_usd(usd: float) -> str:
-    return f"${usd:,.2f}" if math.isfinite(usd) else NOT_A_NUMBER
+    """``$1,234.50``; under a cent with three significant digits (``$0.00421``, ``$0.0000208``), so that cheap
+    entries do not all show ``$0.00``."""
+    if not math.isfinite(usd):
+        return NOT_A_NUMBER
+    if 0 < abs(usd) < 0.01:
+        decimals = 2 - math.floor(math.log10(abs(usd)))
+        return f"${usd:.{decimals}f}" if decimals <= 12 else f"${usd:.3g}"
+    return f"${usd:,.2f}"
 
 
 def format_ms(ms: float) -> str:
@@ -143,7 +150,7 @@ def sort_key(value: float, submitted_at: Any, entry_id: int) -> tuple:
 
 
 def _rankable(value: Any) -> bool:
-    from daybreak.leaderboard.store import MAX_RANKED_VALUE
+    from daybreak.leaderboard.store.database import MAX_RANKED_VALUE
 
     return isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= MAX_RANKED_VALUE
 
@@ -162,7 +169,7 @@ def rank_entries(entries: list[Any], objective: Objective, top: int | None = Non
 
 def _samples(entry: Any, objective: Objective) -> list[float]:
     """What the significance test compares for ``objective``: the runs' times, or their costs."""
-    from daybreak.leaderboard.store import run_times
+    from daybreak.leaderboard.store.database import run_times
 
     times = run_times(entry)
     if objective.name == "train-time":
@@ -211,7 +218,7 @@ def system_fields(entry: Any) -> dict[str, Any]:
 def row(entry: Any, objective: Objective, rank: int, above: Any = None, compare: bool = True) -> dict[str, Any]:
     """One leaderboard row, as `daybreak leaderboard show --json` and /api/ give it; ``above``: the entry ranked just
     before it, compared with Welch's test when ``compare``."""
-    from daybreak.leaderboard.store import run_times
+    from daybreak.leaderboard.store.database import run_times
 
     value = float(getattr(entry, objective.column))
     runs = None

@@ -9,7 +9,7 @@ Filters combine (AND); accelerator and framework match the structured names case
 ``PyTorch``). ``sort`` is one of :data:`SORTS` (``rank``: the objective's value, the default), ``order`` ``asc`` or
 ``desc``. ``ref`` is an entry id: each row's value is also shown as a ratio to that entry's.
 
-The store turns a query into SQL (daybreak.leaderboard.store); the static export writes one page per sort and
+The store turns a query into SQL (daybreak.leaderboard.store.database); the static export writes one page per sort and
 order and one per value of a filter, one filter at a time (:meth:`BoardQuery.static_name`).
 """
 
@@ -23,7 +23,7 @@ from datetime import date
 from typing import Mapping, Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.submission import CONTROL_CHARACTERS, PROVENANCES
+from daybreak.leaderboard.ingest.submission import CONTROL_CHARACTERS, PROVENANCES
 
 SORTS = ("rank", "model", "accelerator", "count", "framework", "date", "rules", "provenance", "runs")
 ORDERS = ("asc", "desc")

@@ -22,8 +22,15 @@ restart of the server or of the worker: a job left ``running`` by a worker that 
 in the store keeps a second worker from running jobs at the same time on the same database (timings on a busy
 machine would not be the host's best).
 
+Exactly once: a worker takes a job under a lease number that grows with every take (daybreak.leaderboard.store.database.
+Lease) and renews it with each heartbeat. The reproduction is stored, and the job marked done, in one transaction
+that checks the lease is still the job's. A worker that was stopped (SIGSTOP, a suspended VM, a lost network) while
+its trial ran on, and whose job was meanwhile taken again as stale, finds at its next heartbeat that the lease is
+gone: it stops its trials at once (their process groups, or the Slurm array), stores nothing, and writes why into
+the job's history; if its trials had already finished, the fenced transaction refuses its result all the same.
+
 Here: running a plan and storing the reproduction, and the worker. What an entry's plan is (and why an entry
-cannot be reproduced), daybreak.leaderboard.reproduce_plan.
+cannot be reproduced), daybreak.leaderboard.reproduce.plan.
 """
 
 from __future__ import annotations
@@ -42,8 +49,8 @@ from typing import Callable
 
 from daybreak.errors import DaybreakError
 from daybreak.executors import ExecutorOptions
-from daybreak.leaderboard.reproduce_plan import ReproduceError, plan_for
-from daybreak.leaderboard.submission import SubmissionError, printable
+from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
+from daybreak.leaderboard.ingest.submission import SubmissionError, printable
 from daybreak.text import one_line
 
 DEFAULT_TIMEOUT_S = 4 * 3600.0
@@ -73,12 +80,13 @@ def _log_tail(path: Path, lines: int = 5) -> str:
 
 
 def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float, cost_per_hour: float | None,
-                python: str, say: Callable[[str], None]) -> list[str]:
+                python: str, say: Callable[[str], None], lost: threading.Event | None = None) -> list[str]:
     """Every run of the plan as a trial of ``executor`` (a fresh ``daybreak run`` process each: locally, or as one
     Slurm job array) -> the run directories' names, in the plan's order. A trial the executor could not run, or
     one stopped at its time limit, is a ReproduceError."""
     from daybreak.analysis.repeat import seed_dir_name
-    from daybreak.executors import Trial, make_executor
+    from daybreak.executors import Trial, TrialsCancelled, make_executor
+    from daybreak.leaderboard.store.database import LeaseLost
 
     names = [seed_dir_name(rp.seed) if plan.multi else "run" for rp in plan.runs]
     trials = [Trial(key=name, argv=rp.command(folder / name, python=python, cost_per_hour=cost_per_hour),
@@ -91,7 +99,11 @@ def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float,
         say(f"  {trial.key}: exit status {outcome.exit_code}{where} after {time.monotonic() - started:.1f} s")
 
     folder.mkdir(parents=True, exist_ok=True)
-    outcomes = make_executor(executor, folder).run(trials, on_done=done)
+    try:
+        outcomes = make_executor(executor, folder).run(trials, on_done=done, cancel=lost)
+    except TrialsCancelled:
+        raise LeaseLost(f"the lease was lost while the trials ran; they were stopped after "
+                        f"{time.monotonic() - started:.1f} s") from None
     for i, (trial, outcome) in enumerate(zip(trials, outcomes), 1):
         if outcome.error:
             if "time limit" in outcome.error:
@@ -103,13 +115,16 @@ def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float,
 
 def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
               cost_per_hour: float | None = None, python: str = sys.executable,
-              log: Callable[[str], None] | None = None, executor: ExecutorOptions | None = None) -> Outcome:
+              log: Callable[[str], None] | None = None, executor: ExecutorOptions | None = None,
+              lease=None, lost: threading.Event | None = None) -> Outcome:
     """Re-run entry ``entry_id`` on this machine (or through ``executor``: a Slurm job array) and store the
-    reproduction (see the module docstring)."""
+    reproduction (see the module docstring). ``lease``: the worker's job (a store Lease), finished in the
+    transaction that stores the result, which stores nothing unless the lease still holds; ``lost``: set by the
+    worker's heartbeat when the lease is gone, which stops the trials. Either way: LeaseLost."""
     from daybreak.analysis.repeat import summarize
     from daybreak.errors import RecordError
-    from daybreak.leaderboard.importer import parse_submission
-    from daybreak.leaderboard.runs_import import parse_run
+    from daybreak.leaderboard.ingest.importer import parse_submission
+    from daybreak.leaderboard.ingest.runs_import import parse_run
     from daybreak.records.run import RunResult
 
     say = log or (lambda m: print(f"daybreak: {m}", file=sys.stderr, flush=True))
@@ -120,7 +135,8 @@ def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAUL
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     folder = Path(work_dir) / f"entry-{entry_id}-{stamp}-{uuid.uuid4().hex[:6]}"
     say(f"reproducing entry {entry_id}: {plan.describe()} in {folder}")
-    names = _run_trials(plan, folder, executor or ExecutorOptions(), timeout_s, cost_per_hour, python, say)
+    names = _run_trials(plan, folder, executor or ExecutorOptions(), timeout_s, cost_per_hour, python, say, lost)
+    run_dirs = [str(folder / n) for n in names]
     results: list[tuple[str, RunResult]] = []
     for i, (name, rp) in enumerate(zip(names, plan.runs), 1):
         out = folder / name
@@ -150,10 +166,10 @@ def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAUL
                 reached = sum(r.reached for _, r in results)
                 if reached >= 3:
                     raise
-                store.mark_not_reproduced(entry_id)
-                return Outcome(entry_id, None, False, None, [str(folder / n) for n, _ in results],
-                               f"not reproduced: {reached} of {len(results)} runs reached the target "
-                               f"(the olympic mean needs 3) ({one_line(str(e), 200)})")
+                message = (f"not reproduced: {reached} of {len(results)} runs reached the target (the olympic mean "
+                           f"needs 3) ({one_line(str(e), 200)})")
+                store.mark_not_reproduced(entry_id, lease=lease, reason=message, run_dir=";".join(run_dirs))
+                return Outcome(entry_id, None, False, None, run_dirs, message)
         else:
             doc = json.loads((folder / results[0][0] / "result.json").read_text(encoding="utf-8"))
             sub = parse_run(doc, source=source, what=source, allow_unreached=True)
@@ -162,17 +178,19 @@ def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAUL
     except OSError as e:
         raise ReproduceError(f"cannot read the reproduction's record: {e.strerror or e}") from None
     sub.submitter = "host"
-    repro_id = store.add_reproduction(entry_id, sub)
-    updated = store.get(entry_id)
     reached = sub.time_to_target_s is not None
-    ratio = updated.reproduction_ratio if updated is not None and reached else None
-    if reached:
-        message = (f"reproduced: entry {repro_id} reached the target in {sub.time_to_target_s:.3f} s"
-                   + (f" ({ratio:.3g} x the original's time)" if ratio else ""))
-    else:
-        message = f"not reproduced: entry {repro_id} did not reach the target"
+    ratio = sub.time_to_target_s / entry.time_to_target_s if reached and entry.time_to_target_s else None
+
+    def describe(repro_id: int) -> str:
+        if reached:
+            return (f"reproduced: entry {repro_id} reached the target in {sub.time_to_target_s:.3f} s"
+                    + (f" ({ratio:.3g} x the original's time)" if ratio else ""))
+        return f"not reproduced: entry {repro_id} did not reach the target"
+
+    repro_id = store.add_reproduction(entry_id, sub, lease=lease, describe=describe, run_dir=";".join(run_dirs))
+    message = describe(repro_id)
     say(f"entry {entry_id}: {message}")
-    return Outcome(entry_id, repro_id, reached, ratio, [str(folder / n) for n, _ in results], message)
+    return Outcome(entry_id, repro_id, reached, ratio, run_dirs, message)
 
 
 # --- the worker --------------------------------------------------------------------------------------------
@@ -223,41 +241,9 @@ def work(store, options: WorkerOptions, stop: threading.Event | None = None) -> 
                     return finished
                 stop.wait(options.poll_s)
                 continue
-            say(f"job {job.id}: reproducing entry {job.entry_id} (attempt {job.attempts})")
-            beat_stop = threading.Event()
-
-            def beat(job_id: int = job.id) -> None:
-                while not beat_stop.wait(options.heartbeat_s):
-                    try:
-                        store.heartbeat(job_id)
-                        store.acquire_lease(LEASE, holder, options.stale_after_s)
-                    except DaybreakError:
-                        pass  # the database is away for a moment: the next beat tries again
-
-            beater = threading.Thread(target=beat, daemon=True)
-            beater.start()
-            try:
-                outcome = reproduce(store, job.entry_id, work_dir=options.work_dir, timeout_s=options.timeout_s,
-                                    cost_per_hour=options.cost_per_hour, python=options.python, log=say,
-                                    executor=options.executor)
-                store.update_job(job.id, run_dir=one_line(";".join(outcome.run_dirs), 1000))
-                store.finish_job(job.id, "done", outcome.message, outcome.reproduction_id)
-                say(f"job {job.id}: done: {outcome.message}")
-            except ReproduceError as e:
-                store.finish_job(job.id, "failed", str(e))
-                say(f"job {job.id}: failed: {e}")
-            except KeyboardInterrupt:
-                store.update_job(job.id, status="queued", reason="requeued: the worker was stopped during the job")
-                raise
-            except DaybreakError as e:  # the store itself: leave the job to be requeued as stale
-                say(f"job {job.id}: {e}")
-                stop.wait(options.poll_s)
-            except Exception as e:  # noqa: BLE001 - a bug must not stop the queue; the job says what happened
-                store.finish_job(job.id, "failed", f"unexpected error: {type(e).__name__}: {one_line(str(e), 300)}")
-                say(f"job {job.id}: failed: {type(e).__name__}: {e}")
-            finally:
-                beat_stop.set()
-                beater.join(timeout=5)
+            lease = store.lease_of(job)
+            say(f"job {job.id}: reproducing entry {job.entry_id} (attempt {job.attempts}, lease {lease.number})")
+            run_job(store, lease, job.entry_id, options, holder, say)
             finished += 1
         return finished
     finally:
@@ -265,3 +251,67 @@ def work(store, options: WorkerOptions, stop: threading.Event | None = None) -> 
             store.release_lease(LEASE, holder)
         except DaybreakError:
             pass
+
+
+def run_job(store, lease, entry_id: int, options: WorkerOptions, holder: str, say: Callable[[str], None]) -> None:
+    """One job under ``lease``: a heartbeat thread renews it (and the worker's lease on the database) every
+    ``heartbeat_s``; when the lease is found gone, the trials are stopped and the job's history says why."""
+    from daybreak.leaderboard.store.database import LeaseLost
+
+    beat_stop, lost = threading.Event(), threading.Event()
+
+    def beat() -> None:
+        while not beat_stop.wait(options.heartbeat_s):
+            try:
+                if not store.heartbeat(lease):
+                    lost.set()  # stops the trials within a second (executors' cancel)
+                    return
+                store.acquire_lease(LEASE, holder, options.stale_after_s)
+            except DaybreakError:
+                pass  # the database is away for a moment: the next beat tries again
+
+    beater = threading.Thread(target=beat, daemon=True)
+    beater.start()
+    job_id = lease.job_id
+    try:
+        outcome = reproduce(store, entry_id, work_dir=options.work_dir, timeout_s=options.timeout_s,
+                            cost_per_hour=options.cost_per_hour, python=options.python, log=say,
+                            executor=options.executor, lease=lease, lost=lost)
+        say(f"job {job_id}: done: {outcome.message}")
+    except LeaseLost as e:
+        _lost(store, lease, holder, str(e), say)
+    except ReproduceError as e:
+        _end(store, lease, holder, "failed", str(e), say)
+    except KeyboardInterrupt:
+        store.requeue(lease, "requeued: the worker was stopped during the job")
+        raise
+    except DaybreakError as e:  # the store itself: leave the job to be requeued as stale
+        say(f"job {job_id}: {e}")
+        time.sleep(min(options.poll_s, 5.0))
+    except Exception as e:  # noqa: BLE001 - a bug must not stop the queue; the job says what happened
+        _end(store, lease, holder, "failed", f"unexpected error: {type(e).__name__}: {one_line(str(e), 300)}", say)
+    finally:
+        beat_stop.set()
+        beater.join(timeout=5)
+
+
+def _end(store, lease, holder: str, status: str, reason: str, say: Callable[[str], None]) -> None:
+    from daybreak.leaderboard.store.database import LeaseLost
+
+    try:
+        store.finish_job(lease, status, reason)
+        say(f"job {lease.job_id}: {status}: {reason}")
+    except LeaseLost as e:
+        _lost(store, lease, holder, f"{e} (it would have ended {status}: {one_line(reason, 120)})", say)
+
+
+def _lost(store, lease, holder: str, detail: str, say: Callable[[str], None]) -> None:
+    """Record in the job's history that this worker lost its lease and stored nothing (the job itself, now
+    another worker's, is left as it is)."""
+    line = (f"lease {lease.number} lost by {holder}: {store.why_lost(lease)}; {detail}; this worker stopped its "
+            "trials and stored nothing")
+    try:
+        store.note_job(lease.job_id, line)
+    except DaybreakError:
+        pass
+    say(f"job {lease.job_id}: {line}")

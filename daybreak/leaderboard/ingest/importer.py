@@ -23,17 +23,17 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daybreak.leaderboard.dawnbench_import import parse_dawnbench
-from daybreak.leaderboard.runs_import import is_external, parse_inference, parse_repeat, parse_run
-from daybreak.leaderboard.submission import (
-    CONTROL_CHARACTERS, FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN,
+from daybreak.leaderboard.ingest.dawnbench_import import parse_dawnbench
+from daybreak.leaderboard.ingest.runs_import import is_external, parse_inference, parse_repeat, parse_run
+from daybreak.leaderboard.ingest.text_rules import visible
+from daybreak.leaderboard.ingest.submission import (
+    FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN,
     Submission, SubmissionError, load_json, one_line, printable, shown, text_field,
 )
 
 RUN_FILES = ("result.json", "inference.json")
 REPEAT_FILE = "summary.json"  # daybreak.analysis.sources.REPEAT_FILE
 MAX_RUN_FILES = 100
-_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 _RUN_DIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -45,7 +45,7 @@ def parse_submission(json_bytes: bytes, tsv_bytes: bytes | None = None, *, sourc
     ``run_files``: (name, bytes) of the runs' result.json files that come with a repeat summary. The
     Submission is ``self-reported``: only the host's own import (below) or reproduction sets anything else."""
     what = what or source
-    source = _CONTROL.sub("", one_line(source, MAX_SOURCE_CHARS)).encode("utf-8", "replace").decode("utf-8")
+    source = visible(one_line(source, MAX_SOURCE_CHARS)).encode("utf-8", "replace").decode("utf-8")
     doc = load_json(json_bytes, what)
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind != FORMAT_REPEAT and run_files:
@@ -371,7 +371,7 @@ def _dawnbench_author(run_dir: Path) -> tuple[str, str]:
 def _external(sub: Submission) -> bool:
     if sub.source_format != FORMAT_RUN:
         return str(sub.document.get("recipe", "")) == "external"
-    from daybreak.leaderboard.runs_import import load_run
+    from daybreak.leaderboard.ingest.runs_import import load_run
 
     return is_external(load_run(sub.document, sub.source))
 

@@ -13,13 +13,14 @@ Each reader fills it from what its format states:
   ``accelerators_per_node``, ``host_processor_model_name``, ``framework``, ``system_type``/cloud).
 
 Nothing here guesses beyond the text: a field the source does not state stays "" / None, and the board shows the
-submitted text for it.
+submitted text for it. Text is read in its compatibility form (NFKC: "Ｖ１００" is a V100, "ＰｙＴｏｒｃｈ" PyTorch).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -71,7 +72,7 @@ def framework_parts(text: str) -> tuple[str, str]:
 def from_run_document(doc: dict[str, Any]) -> System:
     """The system of a daybreak ``result.json`` / ``inference.json`` document (a dict as stored)."""
     system = doc.get("system") if isinstance(doc.get("system"), dict) else {}
-    name, version = framework_parts(str(doc.get("framework") or ""))
+    name, version = framework_parts(unicodedata.normalize("NFKC", str(doc.get("framework") or "")))
     if name.lower() == "unknown":
         name, version = "", ""
     device = str(doc.get("device") or "")
@@ -211,10 +212,10 @@ def _accelerator(text: str, instance: re.Match | None) -> tuple[str, int | None]
 def from_dawnbench(hardware: str, framework: str) -> System:
     """DAWNBench v1's free-text ``hardware`` and ``framework`` -> what they state (see the module docstring). A
     count the text writes wins over its instance type's; a single accelerator named without a number is one."""
-    text = re.sub(r"\s+", " ", hardware or "").strip()
+    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", hardware or "")).strip()
     instance = _INSTANCE.search(text)
     accelerator, count = _accelerator(text, instance)
-    name, version = dawnbench_framework(framework)
+    name, version = dawnbench_framework(unicodedata.normalize("NFKC", framework or ""))
     return System(accelerator=accelerator, accelerator_count=count, cpu=_cpu(text), framework_name=name,
                   framework_version=version, cloud_instance=instance.group(2) if instance else "")
 
@@ -222,7 +223,7 @@ def from_dawnbench(hardware: str, framework: str) -> System:
 def stored_columns(source_format: str, document: Any, hardware: str, framework: str) -> dict[str, Any]:
     """The schema-4 columns of an entry stored before schema 4, from its stored document (used by the store's
     upgrade): the structured system and, for daybreak records, the attribution (commit, recipe hash)."""
-    from daybreak.leaderboard.submission import FORMAT_DAWNBENCH, FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN
+    from daybreak.leaderboard.ingest.submission import FORMAT_DAWNBENCH, FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN
 
     if source_format == FORMAT_DAWNBENCH:
         return from_dawnbench(hardware, framework).columns()

@@ -16,12 +16,16 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from daybreak.errors import DaybreakError
+# CONTROL_CHARACTERS: re-exported for the board's queries
+from daybreak.leaderboard.ingest.text_rules import CONTROL_CHARACTERS as CONTROL_CHARACTERS
+from daybreak.leaderboard.ingest.text_rules import nfc, nfc_document, printable, text_problem
 from daybreak.text import one_line as text_one_line
 
 # Bounds on what one submission may hold. The web server's request limit (1 MiB) covers a JSON and its TSV.
 MAX_FILE_BYTES = 1024 * 1024
 MAX_TSV_ROWS = 10_000
-MAX_FIELD_CHARS = 1_000  # model, hardware, framework, author, ... (the real DAWNBench files stay under 150)
+MAX_FIELD_CHARS = 1_000  # any string of a submitted document, keys included: model, hardware, instance, optimizer,
+# ... (the real DAWNBench files stay under 400, a daybreak record's longest string under 300)
 MAX_JSON_DEPTH = 32
 MAX_SOURCE_CHARS = 500
 # Numbers. Every ranked quantity has an upper bound, so that every derived objective stays finite and small
@@ -105,7 +109,7 @@ class Submission:
     reproduction_of: int | None = None  # a host reproduction: the entry it re-ran
     # The system, structured (schema 4; the submitted free text stays in ``hardware``): filled by each reader from
     # what its format states (daybreak's recorded system, MLPerf's systems/*.json) or parsed from DAWNBench's free
-    # text (daybreak.leaderboard.systems). "" / None: not stated.
+    # text (daybreak.leaderboard.ingest.systems). "" / None: not stated.
     accelerator: str = ""  # "NVIDIA V100", "Google TPU v3", "CPU" (no accelerator)
     accelerator_count: int | None = None  # accelerators in the whole system (all nodes)
     cpu: str = ""  # "Intel Xeon E5-2686 v4", "2-core AMD EPYC"
@@ -175,24 +179,8 @@ def one_line(text: str, limit: int = 300) -> str:
     return text_one_line(str(text), limit)
 
 
-# Text that could rewrite what a reader sees: control characters (C0 with tab and newline, DEL, C1), the line and
-# paragraph separators, and the invisible bidirectional formatting characters (marks, embeddings, overrides,
-# isolates) that reorder text. Refused in every string of a submitted document (keys included); shown as escapes
-# (with lone surrogates: undecodable bytes of a file name) wherever a name from outside is printed.
-CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_FORBIDDEN_TEXT = re.compile(f"[{CONTROL_CHARACTERS}]")
-_TEXT_RULE = ("contains control characters ({}): text is one line of visible characters (no control or "
-              "bidirectional formatting characters)")
-_UNPRINTABLE = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff]")
-
-
-def printable(text: str) -> str:
-    """``text`` with every control / bidi / undecodable character written as an escape (``\\x1b``, ``\\u202e``)."""
-    def esc(m: re.Match) -> str:
-        c = ord(m.group(0))
-        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-
-    return _UNPRINTABLE.sub(esc, str(text))
+# Text: what every string of a submitted document may hold (keys included), and how it is normalised (NFC), in
+# daybreak.leaderboard.ingest.text_rules; names from outside are printed with printable() (escapes for what is refused).
 
 
 class _Refused:
@@ -267,6 +255,10 @@ def load_json(data: bytes, what: str) -> Any:
     except ValueError as e:  # _JsonRefused, integer literals too long for int()
         raise SubmissionError(f"{what}: invalid JSON: {one_line(str(e), 120)}") from None
     check_document(obj, what)
+    obj, clash = nfc_document(obj)
+    if clash is not None:
+        raise SubmissionError(f"{what}: invalid JSON: duplicate key {one_line(printable(clash), 40)!r} in an object "
+                              "(two keys are the same text in Unicode's composed form, NFC)")
     return obj
 
 
@@ -286,8 +278,8 @@ def field_path(parts: Any) -> str:
 def check_document(obj: Any, what: str) -> None:
     """Every value of a parsed document, in document order: every number finite and at most MAX_ABS_NUMBER in
     magnitude, nesting at most MAX_JSON_DEPTH deep, and every string (keys included) real Unicode (JSON's
-    ``\\ud800`` escapes can make lone surrogates) without control or bidirectional formatting characters
-    (CONTROL_CHARACTERS). The first problem is refused, naming its place."""
+    ``\\ud800`` escapes can make lone surrogates), at most MAX_FIELD_CHARS long, without control or invisible
+    characters (daybreak.leaderboard.ingest.text_rules). The first problem is refused, naming its place."""
     stack: list[tuple[Any, tuple, int]] = [(obj, (), 1)]
     while stack:
         item, path, depth = stack.pop()
@@ -311,13 +303,17 @@ def _check_text(text: str, path: tuple, what: str, which: str) -> None:
     except UnicodeEncodeError:
         raise SubmissionError(f"{what}: {field_path(path)}: invalid Unicode in a string ({which}: a lone "
                               "surrogate escape such as \\ud800)") from None
-    found = _FORBIDDEN_TEXT.search(text)
-    if found:
-        raise SubmissionError(f"{what}: {field_path(path)}: the {which} {_TEXT_RULE.format(printable(found.group(0)))}")
+    if len(text) > MAX_FIELD_CHARS:
+        raise SubmissionError(f"{what}: {field_path(path)}: the {which} is {len(text):,} characters long, more than "
+                              f"the {MAX_FIELD_CHARS:,} allowed")
+    problem = text_problem(text)
+    if problem:
+        raise SubmissionError(f"{what}: {field_path(path)}: the {which} {problem}")
 
 
 def text_field(doc: dict, key: str, what: str, *, required: bool) -> str:
-    """A display string: str, trimmed, no control characters, at most MAX_FIELD_CHARS. '' when optional+absent."""
+    """A display string: str, trimmed, no control or invisible characters, at most MAX_FIELD_CHARS, in NFC. '' when
+    optional and absent."""
     value = doc.get(key)
     if value is None:
         if required:
@@ -332,10 +328,10 @@ def text_field(doc: dict, key: str, what: str, *, required: bool) -> str:
     if len(value) > MAX_FIELD_CHARS:
         raise SubmissionError(f"{what}: {key!r} is {len(value):,} characters long, "
                               f"more than the {MAX_FIELD_CHARS:,} allowed")
-    found = _FORBIDDEN_TEXT.search(value)
-    if found:
-        raise SubmissionError(f"{what}: {key!r} {_TEXT_RULE.format(printable(found.group(0)))}")
-    return value
+    problem = text_problem(value)
+    if problem:
+        raise SubmissionError(f"{what}: {key!r} {problem}")
+    return nfc(value)
 
 
 def json_type(value: Any) -> str:

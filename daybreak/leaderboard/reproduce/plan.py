@@ -1,5 +1,5 @@
 """What reproducing a leaderboard entry takes: its recorded configuration checked and turned into
-``daybreak run`` commands (daybreak.leaderboard.reproduce runs them).
+``daybreak run`` commands (daybreak.leaderboard.reproduce.worker runs them).
 
 An entry can be reproduced when it names a daybreak task and recipe: a ``daybreak.run`` record (not one of an
 external program timed by ``daybreak time``) or a ``daybreak.repeat`` multi-run entry. Its recorded configuration
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.submission import FORMAT_REPEAT, FORMAT_RUN, KIND_TRAIN, SubmissionError, printable
+from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, FORMAT_RUN, KIND_TRAIN, SubmissionError, printable
 from daybreak.text import one_line
 
 MAX_NPROC = 64  # devices one reproduction may ask for on the host
@@ -144,7 +144,7 @@ def _run_plan(task: str, recipe: str, hyperparameters: Any, seed: Any, rules: An
 
 def plan_for(entry: Any) -> Plan:
     """What re-running ``entry`` takes, or ReproduceError saying why the host cannot."""
-    from daybreak.leaderboard.runs_import import is_external, load_run
+    from daybreak.leaderboard.ingest.runs_import import is_external, load_run
 
     if entry.kind != KIND_TRAIN:
         raise ReproduceError("only training entries are reproduced")

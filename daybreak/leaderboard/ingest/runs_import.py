@@ -5,8 +5,8 @@ Time to target is read from the run's history under DAWNBench v1's clock rules, 
 target for the task (the task's default), so a run made with a custom target counts only if its history passes
 the default one too. Runs recorded ``official: false`` (custom data, non-default target) are refused: the
 leaderboard compares like with like. Every record is validated by its model in pydantic's strict mode
-(:func:`daybreak.leaderboard.submission.validate_record`: no booleans or strings for numbers, the model's
-constraints), and every run record passes :mod:`daybreak.leaderboard.plausibility` first.
+(:func:`daybreak.leaderboard.ingest.submission.validate_record`: no booleans or strings for numbers, the model's
+constraints), and every run record passes :mod:`daybreak.leaderboard.ingest.plausibility` first.
 A multi-run entry ranks on the olympic mean of its runs (recomputed here from their histories).
 
 Energy (the ``train-energy`` and ``inference-energy`` objectives) is read only from daybreak's own counters: a run's
@@ -22,16 +22,17 @@ import re
 from typing import Any
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.plausibility import (
-    check_inference_energy, check_latency, check_power, check_price_date, check_run, check_time, close,
+from daybreak.leaderboard.ingest.plausibility import (
+    check_clock_shape, check_inference_energy, check_latency, check_power, check_price, check_price_date,
+    check_price_per_example, check_run, check_time, close,
 )
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_SECONDS, Submission,
     SubmissionError, as_naive_utc, check_date, number_field, one_line, parse_number, reaches, text_field,
     validate_record,
 )
-from daybreak.leaderboard.systems import apply as apply_system
-from daybreak.leaderboard.systems import from_run_document
+from daybreak.leaderboard.ingest.systems import apply as apply_system
+from daybreak.leaderboard.ingest.systems import from_run_document
 from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_names
 
 
@@ -57,7 +58,9 @@ def load_run(doc: dict, what: str):
     types as the model declares them, and the model's constraints); one-line SubmissionError if it is not one."""
     from daybreak.records.run import RunResult
 
-    return validate_record(RunResult, doc, what, "run record")
+    run = validate_record(RunResult, doc, what, "run record")
+    check_clock_shape(doc, what)
+    return run
 
 
 def is_external(run) -> bool:
@@ -66,7 +69,7 @@ def is_external(run) -> bool:
 
 def run_time(run, task: LeaderboardTask, what: str, *, allow_unreached: bool = False):
     """(DAWNBench clock of every evaluation, conversion note or None, index of the first evaluation at or above
-    the leaderboard's target or None). Checks everything in :mod:`daybreak.leaderboard.plausibility`."""
+    the leaderboard's target or None). Checks everything in :mod:`daybreak.leaderboard.ingest.plausibility`."""
     check_run(run, what)
     if run.metric != task.metric:
         raise SubmissionError(f"{what}: metric: the run measured {run.metric!r} but {task.name} is ranked on "
@@ -452,6 +455,10 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
         per_example = per_10k / 10_000
     if per_10k is not None and per_10k <= 0:
         per_example = per_10k = None
+    cost_per_hour = record.get("cost_per_hour")
+    check_price(cost_per_hour if isinstance(cost_per_hour, (int, float)) else None, what)
+    check_price_per_example(per_example, mean_ms, what, "cost_per_10k_usd / 10,000" if record.get("cost_per_10k_usd")
+                            is not None else "cost_per_example_usd")
     hardware = record.get("hardware_summary") or _hardware(record.get("system"))
     created = record.get("created_at")
     submitted = check_date(_datetime(created, what), f"{what}: created_at")

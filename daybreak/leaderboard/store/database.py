@@ -13,12 +13,21 @@ Lists read columns, never documents: the ranking columns (one per objective, the
 statistics) are columns of their own, and every list query selects exactly ``LIST_COLUMNS`` with a LIMIT, so a
 page of ten rows reads ten short rows however large the stored documents are.
 
+Reproduction jobs are taken under a lease (:class:`Lease`): every take of a job increments its lease number, and a
+worker changes the job, or stores its result, only in a transaction that checks it still holds that number (a
+fencing token): a worker that stopped, whose job was taken by another as stale, cannot store a second reproduction
+when it wakes up. Each entry has at most one active (queued or running) job, by construction: a unique partial
+index over the active jobs, on SQLite and on PostgreSQL alike; a request that loses the race to create it is
+answered with the job that won.
+
 Schema versions: 1 (daybreak before provenance), 2 (provenance, tie-break date, multi-run statistics,
 reproductions, jobs), 3 (energy: joules to target, joules per 10,000 examples and the kinds they cover), 4 (the
 structured system: accelerator type and count, CPU, framework name and version, cloud instance; attribution: code
-commit and recipe hash; the rule set of the time and an MLPerf entry's round, division and availability). Opening an
-older database upgrades it in place (new columns added and filled in from the stored documents,
-see :meth:`Store._migrate`); a database of a newer version is refused with a one-line message.
+commit and recipe hash; the rule set of the time and an MLPerf entry's round, division and availability), 5 (jobs:
+lease numbers, their history and one active job per entry; the accelerator and framework names folded for the
+filters). Opening an older database upgrades it in place (new
+columns added and filled in from the stored documents, see :meth:`Store._migrate`); a database of a newer version is
+refused with a one-line message.
 """
 
 from __future__ import annotations
@@ -42,26 +51,42 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.query import BoardQuery
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ranking.query import BoardQuery
+from daybreak.leaderboard.ingest.text_rules import fold, nfc
+from daybreak.leaderboard.ingest.submission import (
     MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF, PROVENANCES,
     Submission, one_line,
 )
 
 DB_ENV = "DAYBREAK_DB"
 DB_FILE = "leaderboard.sqlite"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MAX_RANKED_VALUE = 1e13  # above every bounded objective (time <= 3.6e9 s, cost <= 1e12 USD, energy <= 1e12 J);
 # excludes inf and NaN
 ENERGY_COLUMNS = ("train_energy_j", "inference_energy_10k_j")
 SYSTEM_COLUMNS = ("accelerator", "accelerator_count", "cpu", "framework_name", "framework_version", "cloud_instance",
                   "code_commit", "recipe_sha256")  # schema 4, filled in from stored documents by _fill_systems
+KEY_COLUMNS = {"accelerator_key": "accelerator", "framework_key": "framework_name"}  # schema 5: key -> the named
 REBUILD_HINT = ("rebuild it: move the database away and run `daybreak leaderboard import` again on your "
                 "submissions")
 
 
 class StoreError(DaybreakError):
     """The leaderboard database cannot be opened or used."""
+
+
+class LeaseLost(DaybreakError):
+    """A worker's lease on a job is no longer the job's (it was taken again as stale, or finished by another
+    worker): nothing the worker does to the job or the leaderboard is stored any more."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A worker's hold on one job: the job's lease number when the worker took it (a fencing token)."""
+
+    job_id: int
+    number: int
+    worker: str
 
 
 class Base(DeclarativeBase):
@@ -130,6 +155,11 @@ class Entry(Base):
     mlperf_round: Mapped[str | None] = mapped_column(String(16), nullable=True)
     division: Mapped[str | None] = mapped_column(String(16), nullable=True)
     availability: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # --- schema 5 (added to older tables by _migrate and filled in from the columns above) ------------------------
+    # the accelerator and framework names as the board's filters compare them (text_rules.fold: NFKC, case folded,
+    # no invisible characters), so that "ＰｙＴｏｒｃｈ", "pytorch" and "PyTorch" are one filter
+    accelerator_key: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
+    framework_key: Mapped[str | None] = mapped_column(String(50), nullable=True, index=True)
 
     @property
     def curve(self) -> list[list[float | None]]:
@@ -173,6 +203,20 @@ class Job(Base):
     worker: Mapped[str] = mapped_column(String(200), default="")
     result_entry_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     run_dir: Mapped[str] = mapped_column(String(1000), default="")
+    # --- schema 5 (added to older tables by _migrate_jobs) --------------------------------------------------------
+    lease: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)  # +1 at every take
+    history: Mapped[str | None] = mapped_column(Text, nullable=True, default="")  # one line per event
+
+    @property
+    def history_lines(self) -> list[str]:
+        return [line for line in (self.history or "").splitlines() if line]
+
+
+JOB_ACTIVE = ("queued", "running")
+# One active job per entry, by construction (the same partial unique index on SQLite and PostgreSQL).
+ACTIVE_JOB_INDEX = Index("uq_daybreak_leaderboard_jobs_active_entry", Job.entry_id, unique=True,
+                         sqlite_where=Job.status.in_(JOB_ACTIVE), postgresql_where=Job.status.in_(JOB_ACTIVE))
+MAX_HISTORY_LINE = 300
 
 
 class Meta(Base):
@@ -183,7 +227,10 @@ class Meta(Base):
     updated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
 
-JOB_ACTIVE = ("queued", "running")
+def _history_line(text: str, when: datetime | None = None) -> str:
+    """One line of a job's history: ``2026-01-02T03:04:05Z text``."""
+    stamp = (when or now_utc()).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{stamp} {one_line(text, MAX_HISTORY_LINE)}\n"
 
 
 def _json_or_none(value: Any) -> str | None:
@@ -198,10 +245,11 @@ EMPTY_AS_NULL = frozenset({"submitter", "energy_covers", "accelerator", "cpu", "
 
 
 def _stored(column: str, value: Any) -> Any:
-    """``value`` as the column of that name stores it: text cut to the column's length, "" as NULL for
+    """``value`` as the column of that name stores it: text in NFC cut to the column's length, "" as NULL for
     ``EMPTY_AS_NULL``."""
     if isinstance(value, str):
         length = getattr(Entry.__table__.columns[column].type, "length", None)
+        value = nfc(value)
         value = value[:length] if length else value
         if value == "" and column in EMPTY_AS_NULL:
             return None
@@ -301,20 +349,22 @@ class Ranked:
 
 
 FACETS = {  # a board's filter dimension -> what it groups on (BoardQuery's names)
-    "accelerator": Entry.accelerator, "framework": Entry.framework_name, "year": extract("year", Entry.submitted_at),
-    "provenance": Entry.provenance, "rules": Entry.clock_rules, "division": Entry.division,
-    "availability": Entry.availability,
+    "accelerator": Entry.accelerator_key, "framework": Entry.framework_key,
+    "year": extract("year", Entry.submitted_at), "provenance": Entry.provenance, "rules": Entry.clock_rules,
+    "division": Entry.division, "availability": Entry.availability,
 }
+FACET_LABELS = {"accelerator": Entry.accelerator, "framework": Entry.framework_name}  # a folded group's name
 MAX_FACETS = 200  # values of one dimension a board lists at most
 
 
 def _filters(query: BoardQuery) -> list[Any]:
-    """BoardQuery's filters as SQL conditions (text filters: exact, case-insensitive)."""
+    """BoardQuery's filters as SQL conditions (text filters: the whole name, compared folded: case, width and
+    compatibility forms aside, text_rules.fold)."""
     out: list[Any] = []
     if query.accelerator:
-        out.append(func.lower(Entry.accelerator) == query.accelerator.lower())
+        out.append(Entry.accelerator_key == fold(query.accelerator))
     if query.framework:
-        out.append(func.lower(Entry.framework_name) == query.framework.lower())
+        out.append(Entry.framework_key == fold(query.framework))
     if query.min_count is not None:
         out.append(Entry.accelerator_count >= query.min_count)
     if query.max_count is not None:
@@ -474,12 +524,13 @@ class Store:
           objective value that is not a finite number in range (``inf`` stored by daybreak versions before the
           bounds) is cleared: that entry is not ranked on that objective any more;
         * from version 1 or 2: energy: every stored daybreak run and inference record is read again with today's
-          reader (:mod:`daybreak.leaderboard.runs_import`, plausibility checks included) and its energy figure
+          reader (:mod:`daybreak.leaderboard.ingest.runs_import`, plausibility checks included) and its energy figure
           stored; a record without energy, or whose energy is not plausible, stays off the energy objectives
           (multi-run entries stored before version 3 kept no per-run energy: they stay off too).
         """
         insp = inspect(self.engine)
         table = Entry.__tablename__
+        had_jobs = insp.has_table(Job.__tablename__)
         if insp.has_table(Meta.__tablename__):
             with self.engine.connect() as conn:
                 stored = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
@@ -496,6 +547,12 @@ class Store:
                     raise StoreError(f"{self.display_url} has the schema of an older daybreak (v1) and could not be "
                                      f"upgraded ({_brief(e)}); {REBUILD_HINT}") from None
         Base.metadata.create_all(self.engine)
+        if had_jobs:
+            try:
+                self._migrate_jobs()
+            except SQLAlchemyError as e:
+                raise StoreError(f"{self.display_url}: the jobs table could not be upgraded to schema v5 "
+                                 f"({_brief(e)}); {REBUILD_HINT}") from None
         try:
             with self.engine.begin() as conn:
                 if conn.execute(select(Meta.key).where(Meta.key == "schema_version")).scalar() is None:
@@ -507,13 +564,51 @@ class Store:
         except IntegrityError:
             pass  # another process wrote it first
 
+    def _migrate_jobs(self) -> None:
+        """Schema 5 on a jobs table made before it: the lease and history columns (a job's lease number starts at
+        its number of takes so far), then the unique index over active jobs; where an entry has several active jobs
+        (select-then-insert let concurrent requests make them), the oldest stays and the others are marked failed."""
+        dialect = self.engine.dialect
+        quote = dialect.identifier_preparer.quote
+        table = Job.__tablename__
+        added: list[str] = []
+        with self.engine.begin() as conn:
+            have = {c["name"] for c in inspect(conn).get_columns(table)}
+            for column in (Job.__table__.c.lease, Job.__table__.c.history):
+                if column.name not in have:
+                    conn.execute(text(f"ALTER TABLE {quote(table)} ADD COLUMN {quote(column.name)} "
+                                      f"{column.type.compile(dialect)}"))
+                    added.append(column.name)
+            if added:
+                conn.execute(update(Job).where(Job.lease.is_(None)).values(lease=Job.attempts))
+                conn.execute(update(Job).where(Job.history.is_(None)).values(history=""))
+            indexes = {i["name"] for i in inspect(conn).get_indexes(table)}
+            duplicates = 0
+            if ACTIVE_JOB_INDEX.name not in indexes:
+                active = conn.execute(select(Job.id, Job.entry_id).where(Job.status.in_(JOB_ACTIVE))
+                                      .order_by(Job.entry_id, Job.id)).all()
+                kept: dict[int, int] = {}
+                for job_id, entry_id in active:
+                    if entry_id not in kept:
+                        kept[entry_id] = job_id
+                        continue
+                    duplicates += 1
+                    conn.execute(update(Job).where(Job.id == job_id).values(
+                        status="failed", finished_at=now_utc(),
+                        reason=f"a second active job of entry {entry_id}: job {kept[entry_id]} is its job"))
+        ACTIVE_JOB_INDEX.create(self.engine, checkfirst=True)
+        if added or duplicates:
+            self.migrated.append("upgraded the jobs table to schema v5 (lease numbers and their history, one active "
+                                 "job per entry" + (f"; {duplicates} duplicate active job(s) marked failed"
+                                                    if duplicates else "") + ")")
+
     def _add_columns(self, missing: list) -> None:
         table = Entry.__tablename__
         dialect = self.engine.dialect
         quote = dialect.identifier_preparer.quote
         names = {c.name for c in missing}
         from_v1 = "provenance" in names
-        from_version = 1 if from_v1 else 2 if names & set(ENERGY_COLUMNS) else 3
+        from_version = 1 if from_v1 else 2 if names & set(ENERGY_COLUMNS) else 3 if names & set(SYSTEM_COLUMNS) else 4
         with self.engine.begin() as conn:
             have = {c["name"] for c in inspect(conn).get_columns(table)}
             for column in missing:
@@ -527,22 +622,25 @@ class Store:
                 self._fill_energy(conn)
             if names & set(SYSTEM_COLUMNS):
                 self._fill_systems(conn)
+            if names & (set(SYSTEM_COLUMNS) | set(KEY_COLUMNS)):
+                self._fill_keys(conn)
         added = {c.name for c in missing}
         for index in Entry.__table__.indexes:
             if {c.name for c in index.columns} & added:
                 index.create(self.engine, checkfirst=True)
         parts = (["provenance, tie-break date, multi-run statistics, reproductions"] if from_v1 else []) + (
             ["energy"] if names & set(ENERGY_COLUMNS) else []) + (
-            ["structured systems, attribution, rule set"] if names & set(SYSTEM_COLUMNS) else [])
+            ["structured systems, attribution, rule set"] if names & set(SYSTEM_COLUMNS) else []) + (
+            ["folded names for the filters"] if names & set(KEY_COLUMNS) else [])
         self.migrated.append(f"upgraded the leaderboard database from schema v{from_version} to "
                              f"v{SCHEMA_VERSION} (added {len(missing)} columns: {', '.join(parts) or 'other'})")
 
     @staticmethod
     def _fill_systems(conn: Any) -> None:
         """Schema 4: the structured system and the attribution of every stored entry, read from its stored
-        document with today's readers (daybreak.leaderboard.systems.stored_columns); every entry stored before
+        document with today's readers (daybreak.leaderboard.ingest.systems.stored_columns); every entry stored before
         schema 4 was timed under DAWNBench's clock (daybreak runs and DAWNBench files)."""
-        from daybreak.leaderboard.systems import stored_columns
+        from daybreak.leaderboard.ingest.systems import stored_columns
 
         conn.execute(update(Entry).where(Entry.clock_rules.is_(None)).values(clock_rules="dawnbench"))
         last = 0
@@ -563,10 +661,25 @@ class Store:
                     conn.execute(update(Entry).where(Entry.id == entry_id).values(**values))
 
     @staticmethod
+    def _fill_keys(conn: Any) -> None:
+        """Schema 5: the folded accelerator and framework names of every stored entry (text_rules.fold)."""
+        last = 0
+        while True:  # 500 rows at a time
+            rows = conn.execute(select(Entry.id, Entry.accelerator, Entry.framework_name).where(Entry.id > last)
+                                .order_by(Entry.id).limit(500)).all()
+            if not rows:
+                return
+            for entry_id, accelerator, framework in rows:
+                last = entry_id
+                conn.execute(update(Entry).where(Entry.id == entry_id).values(
+                    accelerator_key=_stored("accelerator_key", fold(accelerator)) or None,
+                    framework_key=_stored("framework_key", fold(framework)) or None))
+
+    @staticmethod
     def _fill_energy(conn: Any) -> None:
         """Energy figures of the stored daybreak records (schema 3), read with today's reader."""
-        from daybreak.leaderboard.runs_import import parse_inference, parse_run
-        from daybreak.leaderboard.submission import FORMAT_INFERENCE, FORMAT_RUN
+        from daybreak.leaderboard.ingest.runs_import import parse_inference, parse_run
+        from daybreak.leaderboard.ingest.submission import FORMAT_INFERENCE, FORMAT_RUN
 
         last = 0
         while True:  # 100 documents at a time: bounded memory however large the table
@@ -593,7 +706,7 @@ class Store:
 
     @staticmethod
     def _from_v1(conn: Any) -> None:
-        from daybreak.leaderboard.runs_import import EXTERNAL_DETAIL
+        from daybreak.leaderboard.ingest.runs_import import EXTERNAL_DETAIL
 
         conn.execute(update(Entry).where(Entry.provenance.is_(None))
                      .values(provenance=PROVENANCE_SELF, provenance_detail=""))
@@ -632,6 +745,8 @@ class Store:
             values[f.name] = _stored(f.name, value)
         values["imported_at"] = now_utc()
         values["ranked_at"] = sub.ranked_at or sub.submitted_at
+        for key, named in KEY_COLUMNS.items():
+            values[key] = _stored(key, fold(values.get(named))) or None
         return Entry(**values)
 
     def add(self, sub: Submission) -> tuple[int, bool]:
@@ -668,9 +783,13 @@ class Store:
                     provenance=sub.provenance, provenance_detail=sub.provenance_detail[:300],
                     ranked_at=sub.ranked_at or sub.submitted_at))
 
-    def add_reproduction(self, original_id: int, sub: Submission) -> int:
+    def add_reproduction(self, original_id: int, sub: Submission, lease: Lease | None = None,
+                         describe: Callable[[int], str] | None = None, run_dir: str = "") -> int:
         """Store a host reproduction of ``original_id`` as its own row linked to it, and mark the original
-        reproduced (with the ratio of times) when the reproduction reached the target -> the new row's id."""
+        reproduced (with the ratio of times) when the reproduction reached the target -> the new row's id.
+
+        ``lease``: the worker's job, finished ``done`` (reason ``describe(new id)``) in the same transaction, which
+        stores nothing unless the lease is still the job's (LeaseLost)."""
         sub.provenance = PROVENANCE_REPRODUCED
         sub.reproduction_of = original_id
         sub.check_numbers()
@@ -680,6 +799,8 @@ class Store:
                 raise StoreError(f"entry {original_id} is gone")
             existing = session.scalar(select(Entry.id).where(Entry.content_hash == sub.content_hash))
             if existing is not None:
+                if lease is not None:
+                    self._finish(session, lease, "done", describe(existing) if describe else "", existing, run_dir)
                 return existing
             entry = self._entry(sub)
             session.add(entry)
@@ -697,15 +818,22 @@ class Store:
             elif original.reproduction_status != "reproduced":
                 original.reproduction_status = "not-reproduced"
             entry.provenance_detail = f"the host's reproduction of entry {original_id}"
+            if lease is not None:
+                session.flush()
+                self._finish(session, lease, "done", describe(entry.id) if describe else "", entry.id, run_dir)
         return entry.id
 
-    def mark_not_reproduced(self, entry_id: int) -> None:
+    def mark_not_reproduced(self, entry_id: int, lease: Lease | None = None, reason: str = "",
+                            run_dir: str = "") -> None:
         """A reproduction that did not reach the target (and stored no row): the original says so, unless an
-        earlier reproduction did reach it."""
+        earlier reproduction did reach it. ``lease``: the worker's job, finished ``done`` with ``reason`` in the
+        same transaction (nothing is written unless the lease is still the job's)."""
         with self._writing() as session:
             session.execute(update(Entry).where(Entry.id == entry_id, or_(
                 Entry.reproduction_status.is_(None), Entry.reproduction_status != "reproduced"))
                 .values(reproduction_status="not-reproduced"))
+            if lease is not None:
+                self._finish(session, lease, "done", reason, None, run_dir)
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -776,8 +904,9 @@ class Store:
         """(value, rows) of one filter dimension (a key of FACETS) over the rows of ``task`` ranked on ``column``,
         unfiltered, by value."""
         key = FACETS[dimension]
+        label = FACET_LABELS.get(dimension, key)
         _attr, where = self._ranked_filter(task, column, None)
-        q = select(key, func.count(Entry.id)).where(where, key.is_not(None)).group_by(key).order_by(key)
+        q = select(func.min(label), func.count(Entry.id)).where(where, key.is_not(None)).group_by(key).order_by(key)
         with self._reading() as session:
             rows = session.execute(q.limit(MAX_FACETS)).all()
         return [(int(v) if dimension == "year" else v, int(n)) for v, n in rows if v != ""]
@@ -824,16 +953,25 @@ class Store:
     # -- reproduction jobs -----------------------------------------------------------------------------------
 
     def enqueue(self, entry_id: int, requested_by: str = "") -> tuple[Job, bool]:
-        """Queue a reproduction of ``entry_id`` -> (job, created); an active job of the entry is returned as is."""
-        with self._writing() as session:
-            active = session.scalar(select(Job).where(Job.entry_id == entry_id, Job.status.in_(JOB_ACTIVE))
-                                    .order_by(Job.id).limit(1))
+        """Queue a reproduction of ``entry_id`` -> (job, created); an active job of the entry is returned as is.
+        Concurrent callers make one job: the unique index over active jobs refuses every insert but one, and the
+        others read the job that won."""
+        for _ in range(10):
+            with self._reading() as session:
+                active = session.scalar(select(Job).where(Job.entry_id == entry_id, Job.status.in_(JOB_ACTIVE))
+                                        .order_by(Job.id).limit(1))
             if active is not None:
                 return active, False
             job = Job(entry_id=entry_id, status="queued", reason="", requested_by=requested_by[:100],
-                      created_at=now_utc(), attempts=0, worker="", run_dir="")
-            session.add(job)
-        return job, True
+                      created_at=now_utc(), attempts=0, worker="", run_dir="", lease=0,
+                      history=_history_line(f"queued by {requested_by or 'an unnamed requester'}"))
+            try:
+                with self._writing(let=(IntegrityError,)) as session:
+                    session.add(job)
+                return job, True
+            except IntegrityError:
+                continue  # another request queued it between our look-up and our insert: read theirs
+        raise StoreError(f"cannot write to {self.display_url}: the job of entry {entry_id} kept changing")
 
     def get_job(self, job_id: int) -> Job | None:
         with self._reading() as session:
@@ -849,49 +987,98 @@ class Store:
             return list(session.scalars(q))
 
     def claim_job(self, worker: str) -> Job | None:
-        """The oldest queued job, marked running for ``worker`` (an atomic compare-and-set: two workers never
-        claim the same job) -> the job, or None when nothing is queued."""
+        """The oldest queued job, marked running for ``worker`` under a new lease number (an atomic
+        compare-and-set: two workers never take the same job, and every take has its own number) -> the job (its
+        ``lease`` is the worker's), or None when nothing is queued."""
         for _ in range(20):
             with self._writing() as session:
                 job_id = session.scalar(select(Job.id).where(Job.status == "queued").order_by(Job.id).limit(1))
                 if job_id is None:
                     return None
                 now = now_utc()
+                number = func.coalesce(Job.lease, 0) + 1
                 done = session.execute(update(Job).where(Job.id == job_id, Job.status == "queued").values(
                     status="running", started_at=now, heartbeat_at=now, worker=worker[:200],
-                    attempts=Job.attempts + 1))
+                    attempts=Job.attempts + 1, lease=number,
+                    history=func.coalesce(Job.history, "") + _history_line(f"taken by {worker}", now)))
                 if done.rowcount == 1:
-                    return session.get(Job, job_id)
+                    job = session.get(Job, job_id)
+                    session.refresh(job)
+                    return job
         return None
 
-    def heartbeat(self, job_id: int) -> None:
-        with self._writing() as session:
-            session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
-                            .values(heartbeat_at=now_utc()))
+    def lease_of(self, job: Job) -> Lease:
+        return Lease(job.id, int(job.lease or 0), job.worker)
 
-    def update_job(self, job_id: int, **values: Any) -> None:
-        with self._writing() as session:
-            session.execute(update(Job).where(Job.id == job_id).values(**values))
+    def _holds(self, lease: Lease) -> Any:
+        """The SQL condition that ``lease`` is still the job's: the same lease number, the job still running."""
+        return and_(Job.id == lease.job_id, Job.lease == lease.number, Job.status == "running")
 
-    def finish_job(self, job_id: int, status: str, reason: str = "", result_entry_id: int | None = None) -> None:
-        self.update_job(job_id, status=status, reason=one_line(reason, 1000), result_entry_id=result_entry_id,
-                        finished_at=now_utc())
+    def heartbeat(self, lease: Lease) -> bool:
+        """Renew ``lease`` -> False when it is not the job's any more (taken again as stale, or finished)."""
+        with self._writing() as session:
+            return session.execute(update(Job).where(self._holds(lease)).values(heartbeat_at=now_utc())).rowcount == 1
+
+    def why_lost(self, lease: Lease) -> str:
+        """What became of a lost lease's job, for the worker's record: "job 3 is now lease 2, running for W"."""
+        job = self.get_job(lease.job_id)
+        if job is None:
+            return f"job {lease.job_id} is gone"
+        holder = f" for {job.worker}" if job.worker and job.worker != lease.worker else ""
+        return (f"job {job.id} is now lease {job.lease}, {job.status}{holder}"
+                + (" (taken again as stale: no heartbeat from this worker)" if (job.lease or 0) > lease.number else ""))
+
+    def note_job(self, job_id: int, line: str) -> None:
+        """Append one line to a job's history (whoever holds it: the line only records what happened)."""
+        with self._writing() as session:
+            session.execute(update(Job).where(Job.id == job_id).values(
+                history=func.coalesce(Job.history, "") + _history_line(line)))
+
+    def finish_job(self, lease: Lease, status: str, reason: str = "", result_entry_id: int | None = None,
+                   run_dir: str = "") -> None:
+        """End the job held by ``lease`` (``done`` or ``failed``, with the reason); LeaseLost if it is not."""
+        with self._writing() as session:
+            self._finish(session, lease, status, reason, result_entry_id, run_dir)
+
+    def requeue(self, lease: Lease, reason: str) -> bool:
+        """Give the job held by ``lease`` back to the queue (its worker is stopping) -> False if it was not held."""
+        with self._writing() as session:
+            return session.execute(update(Job).where(self._holds(lease)).values(
+                status="queued", reason=one_line(reason, 1000),
+                history=func.coalesce(Job.history, "") + _history_line(f"lease {lease.number}: {reason}"))
+            ).rowcount == 1
+
+    def _finish(self, session: Any, lease: Lease, status: str, reason: str, result_entry_id: int | None,
+                run_dir: str = "") -> None:
+        """Inside a write transaction: the job's end, only while ``lease`` holds it (else LeaseLost, and the
+        caller's transaction is rolled back with everything else it wrote)."""
+        line = f"lease {lease.number}: {status}" + (f": {reason}" if reason else "")
+        done = session.execute(update(Job).where(self._holds(lease)).values(
+            status=status, reason=one_line(reason, 1000), result_entry_id=result_entry_id, finished_at=now_utc(),
+            run_dir=one_line(run_dir, 1000), history=func.coalesce(Job.history, "") + _history_line(line)))
+        if done.rowcount != 1:
+            raise LeaseLost(f"job {lease.job_id}: lease {lease.number} is not the job's any more")
 
     def requeue_stale(self, stale_after_s: float, max_attempts: int) -> list[tuple[int, str]]:
         """Running jobs whose worker stopped (no heartbeat for ``stale_after_s``): queued again, or failed after
-        ``max_attempts`` -> [(job id, new status)]."""
+        ``max_attempts`` -> [(job id, new status)]. The stopped worker's lease number stays behind: the next take
+        gets a higher one, and the stopped worker, if it wakes up, finds its number is not the job's."""
         limit = now_utc() - timedelta(seconds=stale_after_s)
         out = []
         with self._writing() as session:
             stale = list(session.scalars(select(Job).where(Job.status == "running", or_(
                 Job.heartbeat_at.is_(None), Job.heartbeat_at < limit))))
             for job in stale:
+                beat = "no heartbeat" if job.heartbeat_at is None else \
+                    f"no heartbeat for {(now_utc() - job.heartbeat_at).total_seconds():.0f} s"
                 if job.attempts >= max_attempts:
                     job.status, job.finished_at = "failed", now_utc()
                     job.reason = (f"the worker stopped during this job {job.attempts} times (last: "
                                   f"{job.worker}); not retried")
                 else:
                     job.status, job.reason = "queued", f"requeued: worker {job.worker} stopped during the job"
+                job.history = (job.history or "") + _history_line(
+                    f"lease {job.lease}: {beat} from {job.worker}: {job.status}")
                 out.append((job.id, job.status))
         return out
 

@@ -4,7 +4,8 @@ Pages: ``/`` (every task x objective table, top 10), ``/tasks/{task}/{objective}
 rows a page, with its filters and, for training time, the time-vs-cost and record plots), ``/entries/{id}`` (an
 entry: its accuracy-vs-time curve as inline SVG, provenance, runs, reproductions and all its metadata);
 ``?provenance=reproduced,daybreak-run`` filters the tables. A board and its API take the board query of
-daybreak.leaderboard.query: ``?accelerator=NVIDIA+V100&framework=PyTorch&min_count=8&since=2018-01-01&year=2018``
+daybreak.leaderboard.ranking.query:
+``?accelerator=NVIDIA+V100&framework=PyTorch&min_count=8&since=2018-01-01&year=2018``
 ``&rules=mlperf&division=closed&availability=available&sort=date&order=desc&ref=ENTRY_ID`` (a bad value: 400).
 API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...`` (and the board
 query), ``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``,
@@ -14,15 +15,16 @@ A submission is either a form (``multipart/form-data`` or urlencoded) with the f
 DAWNBench v1 JSON, daybreak's result.json / inference.json, or a repeat's summary.json), ``tsv`` (the DAWNBench
 training TSV), ``run`` (one per run of a repeat summary: its result.json) and ``task`` (when the JSON does not
 say), or an ``application/json`` body (daybreak records, DAWNBench inference JSON; ``?task=`` names the task).
-It needs a submitter token from the host's token file, sent as ``Authorization: Bearer TOKEN`` (or
-``X-Daybreak-Token``), compared in constant time on the raw bytes. Everything uploaded is ``self-reported``,
+It needs a submitter token from the host's token file, sent as ``Authorization: Bearer TOKEN`` (the only header
+read for it), compared in constant time on the raw bytes. Everything uploaded is ``self-reported``,
 whatever it says about itself; a rejected submission gets a 4xx with ``{"error": "..."}`` and stores nothing;
 the same content submitted twice is stored once.
 
 Limits (see :class:`Limits`): request bodies (1 MiB, counted as they arrive, whether or not a Content-Length is
 sent), request heads (16 KiB), time to send a request head (10 s) and a body (30 s), idle keep-alive (5 s), a
-connection's lifetime (5 min), concurrent connections (200; more get a 503). Integer parameters are ASCII digits
-within bounds (400 otherwise). A database that cannot be reached gives a 503 with the reason, not a 500.
+connection's lifetime (5 min), concurrent connections (200; more get a 503), and per client address 32 connections
+and 8 stalled request heads (a new connection beyond either gets a 503 at once). Integer parameters are ASCII
+digits within bounds (400 otherwise). A database that cannot be reached gives a 503 with the reason, not a 500.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.limits import MAX_REQUEST_BYTES, Limits
-from daybreak.leaderboard.submission import MAX_FILE_BYTES, PROVENANCE_SELF, SubmissionError, one_line
+from daybreak.leaderboard.web.limits import MAX_REQUEST_BYTES, Limits
+from daybreak.leaderboard.ingest.submission import MAX_FILE_BYTES, PROVENANCE_SELF, SubmissionError, one_line
 
 MIN_TOKEN_CHARS = 16
 MAX_TOP = 1000  # rows one API call returns at most
@@ -220,7 +222,7 @@ def _int_param(text: str | None, name: str, lo: int, hi: int, default: int | Non
 
 
 def _provenance_param(text: str | None) -> list[str] | None:
-    from daybreak.leaderboard.ranking import parse_provenance
+    from daybreak.leaderboard.ranking.objectives import parse_provenance
 
     if text is None:
         return None
@@ -233,8 +235,8 @@ def _provenance_param(text: str | None) -> list[str] | None:
 
 
 def _board_query(params) -> Any:
-    """The board query of a request's parameters (daybreak.leaderboard.query); a bad value is a 400."""
-    from daybreak.leaderboard.query import QueryError, parse_query
+    """The board query of a request's parameters (daybreak.leaderboard.ranking.query); a bad value is a 400."""
+    from daybreak.leaderboard.ranking.query import QueryError, parse_query
 
     try:
         return parse_query(params)
@@ -245,13 +247,13 @@ def _board_query(params) -> Any:
 def create_app(store=None, *, token_file: str | Path | None = None, tokens: list[Token] | None = None,
                max_request_bytes: int = MAX_REQUEST_BYTES, limits: Limits | None = None):
     """The ASGI app. ``store``: a Store or a database URL (None: the default database)."""
-    from daybreak.leaderboard.importer import MAX_RUN_FILES, parse_submission
-    from daybreak.leaderboard.boardpage import reference
-    from daybreak.leaderboard.query import QueryError
-    from daybreak.leaderboard.ranking import OBJECTIVES, leaderboard, with_reference
-    from daybreak.leaderboard.reproduce import ReproduceError, plan_for
-    from daybreak.leaderboard.site import Site, entry_json, job_json, task_json
-    from daybreak.leaderboard.store import Store, StoreError
+    from daybreak.leaderboard.ingest.importer import MAX_RUN_FILES, parse_submission
+    from daybreak.leaderboard.web.boardpage import reference
+    from daybreak.leaderboard.ranking.query import QueryError
+    from daybreak.leaderboard.ranking.objectives import OBJECTIVES, leaderboard, with_reference
+    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
+    from daybreak.leaderboard.web.pages import Site, entry_json, job_json, task_json
+    from daybreak.leaderboard.store.database import Store, StoreError
     from daybreak.leaderboard.tasks import all_tasks, task_names
 
     limits = limits or Limits(max_body_bytes=max_request_bytes)
@@ -454,9 +456,11 @@ def _authorize(request, tokens: list[Token]) -> str:
     if not tokens:
         raise _Rejected(403, "submissions are closed: this server was started without --token-file")
     header = request.headers.get("authorization", "")
-    presented = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get("x-daybreak-token")
+    presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
     if not presented:
-        raise _Rejected(401, "a submitter token is required (Authorization: Bearer TOKEN)",
+        hint = (" (X-Daybreak-Token is not read: the token goes in the Authorization header)"
+                if "x-daybreak-token" in request.headers else "")
+        raise _Rejected(401, f"a submitter token is required (Authorization: Bearer TOKEN){hint}",
                         {"WWW-Authenticate": "Bearer"})
     token = match_token(tokens, presented.strip())
     if token is None:
@@ -533,20 +537,114 @@ def h11_protocol():
     return H11Protocol
 
 
+REFUSED_LINGER_S = 1.0  # a refused connection is closed this long after its 503
+STALLED_AFTER_S = 1.0  # a request head still unfinished this long after it was due counts as stalled
+
+
+class ClientTable:
+    """What each remote address holds of one server: its open connections, and its stalled request heads
+    (connections whose head is still unfinished ``STALLED_AFTER_S`` after the connection opened or, on a kept-alive
+    connection, after its next head began). A burst of ordinary requests is never counted: their heads arrive within
+    a round trip. One event loop uses it: no lock."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.connections: dict[str, int] = {}
+        self.stalled: dict[str, int] = {}
+
+    def admit(self, address: str) -> str | None:
+        """Count a new connection from ``address`` -> None, or why it is refused (nothing is counted then)."""
+        if self.connections.get(address, 0) >= self.limits.max_client_connections:
+            return (f"too many connections from your address ({self.limits.max_client_connections} open, the most "
+                    "one client may hold)")
+        if self.stalled.get(address, 0) >= self.limits.max_client_heads:
+            return self.too_many_heads()
+        self.add(self.connections, address, 1)
+        return None
+
+    def too_many_heads(self) -> str:
+        return (f"too many unfinished requests from your address ({self.limits.max_client_heads} connections still "
+                "sending their request head)")
+
+    @staticmethod
+    def add(table: dict[str, int], address: str, delta: int) -> None:
+        count = table.get(address, 0) + delta
+        if count > 0:
+            table[address] = count
+        else:
+            table.pop(address, None)
+
+
 def guarded_protocol(limits: Limits):
     """uvicorn's h11 protocol with the timeouts it lacks: a connection must send a complete request head within
     ``header_timeout_s`` of opening (or of its previous response), whether it sends nothing or one byte at a
     time (a partial head gets a 408); a connection older than ``max_connection_s`` is closed after its current
-    response."""
+    response. And the per-client limits (:class:`ClientTable`): a connection from an address that already holds
+    ``max_client_connections`` connections, or ``max_client_heads`` stalled request heads, gets a 503 at once; a
+    head that stalls beyond an address's ``max_client_heads`` gets a 408; so that stalled half-requests from one
+    address cannot fill the global ``max_connections``."""
     H11Protocol = h11_protocol()
+    clients = ClientTable(limits)
 
     class GuardedH11Protocol(H11Protocol):  # type: ignore[valid-type,misc]
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._head_timer = None
+            self._grace = None  # the head's STALLED_AFTER_S timer
             self._partial = False
+            self._old = None
+            self._address: str | None = None
+            self._stalled = False  # counted in clients.stalled
+            address = str(self.client[0]) if self.client else ""
+            refused = clients.admit(address)
+            if refused is not None:
+                self._refuse(refused)
+                return
+            self._address = address
             self._old = self.loop.call_later(limits.max_connection_s, self._too_old)
             self._arm_head()
+            self._start_grace()
+
+        def _refuse(self, why: str) -> None:
+            """The 503 at once; the connection is closed a second later, without reading from it and without
+            counting it against the global limit: a client that reconnects as soon as it is closed does so once a
+            second per connection, not thousands of times."""
+            self.connections.discard(self)
+            body = json.dumps({"error": why}).encode("utf-8")
+            self.transport.pause_reading()
+            self.transport.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                                 b"content-length: " + str(len(body)).encode() + b"\r\nretry-after: 10\r\n"
+                                 b"connection: close\r\n\r\n" + body)
+            self._old = self.loop.call_later(REFUSED_LINGER_S, self.transport.close)
+
+        def _start_grace(self) -> None:
+            if self._grace is None and not self._stalled:
+                self._grace = self.loop.call_later(STALLED_AFTER_S, self._head_stalled)
+
+        def _head_stalled(self) -> None:
+            """The head is still unfinished: count it; beyond the address's share, end this connection."""
+            self._grace = None
+            if self._address is None or self._head_timer is None or self.transport.is_closing():
+                return
+            self._stalled = True
+            clients.add(clients.stalled, self._address, 1)
+            if clients.stalled[self._address] > limits.max_client_heads:
+                self._write_408(clients.too_many_heads())
+                self.transport.close()
+
+        def _head_done(self) -> None:
+            if self._grace is not None:
+                self._grace.cancel()
+                self._grace = None
+            if self._stalled and self._address is not None:
+                clients.add(clients.stalled, self._address, -1)
+            self._stalled = False
+
+        def _write_408(self, why: str) -> None:
+            body = json.dumps({"error": why}).encode("utf-8")  # the API's one error body
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                 b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+                                 + body)
 
         def _arm_head(self) -> None:
             self._cancel_head()
@@ -563,10 +661,7 @@ def guarded_protocol(limits: Limits):
             if self.transport.is_closing():
                 return
             if self._partial:
-                body = b"request head not received in time\n"
-                self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                                     b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
-                                     + body)
+                self._write_408("request head not received in time")
             self.transport.close()
 
         def _too_old(self) -> None:
@@ -578,8 +673,11 @@ def guarded_protocol(limits: Limits):
                 self.cycle.keep_alive = False  # closed once this response is sent
 
         def data_received(self, data: bytes) -> None:
+            if self._address is None:
+                return  # refused: the 503 is on its way, the request is not read
             if self._head_timer is not None:
                 self._partial = True
+                self._start_grace()  # a kept-alive connection's next head has begun
             super().data_received(data)
 
         def handle_events(self) -> None:
@@ -587,6 +685,7 @@ def guarded_protocol(limits: Limits):
             super().handle_events()
             if self.cycle is not before:
                 self._cancel_head()  # a request head arrived; its body has the app's own time limit
+                self._head_done()
 
         def on_response_complete(self) -> None:
             self._arm_head()  # before super(): a pipelined request it starts cancels the timer again
@@ -594,7 +693,12 @@ def guarded_protocol(limits: Limits):
 
         def connection_lost(self, exc) -> None:
             self._cancel_head()
-            self._old.cancel()
+            if self._old is not None:
+                self._old.cancel()
+            if self._address is not None:
+                self._head_done()
+                clients.add(clients.connections, self._address, -1)
+                self._address = None
             super().connection_lost(exc)
 
     return GuardedH11Protocol

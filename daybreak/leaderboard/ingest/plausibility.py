@@ -28,6 +28,18 @@ A record's figures must agree with one another and with physics; each refusal is
   a process reads are its GPU and its node's CPU packages and DRAM, which no machine runs below 50 mW or above a
   few kilowatts. A record whose energy fails these is refused like any other inconsistent record.
 
+Prices: a price per hour (``cost_per_hour``, DAWNBench's ``costPerHour``) is either absent (or 0: not priced) or at
+least ``min_usd_per_hour()``: a tenth (``PRICE_MARGIN``) of the cheapest instance in daybreak's price catalog
+(daybreak.pricing; gcp-e2-standard-2, 2 vCPUs, 0.067 USD/hour), so 0.0067 USD/hour; no real machine rents for less,
+and 1e-300 USD/hour would rank first on cost at 1e-301 USD. An inference cost per example must be at least that
+price for the time the record's own batch-1 latency says one example takes.
+
+Record shapes a reached daybreak run must have (not a `daybreak time` record of an external program, whose figures
+are the program's own): ``steps_to_target``, ``epochs_to_target``, ``steps_per_epoch``, ``per_device_batch_size``
+and ``global_batch_size``, and for a task whose data daybreak holds in memory (digits, mnist, cifar10) also
+``effective_batch_size`` and ``train_examples``, with ``steps_per_epoch`` the whole global batches in
+``train_examples``; every rule of ``clock`` stated; the seed in 0..2**32-1.
+
 The lower bound. The ranked time must be at least ``MIN_CLOCK_S`` (10 ms) and at least ``MIN_STEP_S`` (1 us) per
 optimizer step done by the target evaluation. An optimizer step has to fetch a batch and run a forward pass, a
 backward pass and a parameter update: at least three dependent device operations, each of which costs at least
@@ -42,9 +54,10 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.submission import (
     MAX_ENERGY_J, MAX_QUANTITY, MAX_SECONDS, SubmissionError, check_date, reaches,
 )
 
@@ -59,6 +72,89 @@ MAX_STEPS = 10**12
 MAX_WORLD_SIZE = 100_000
 MIN_WATTS = 0.05
 MAX_WATTS_PER_RANK = 5_000.0
+PRICE_MARGIN = 10.0  # the price floor is the cheapest catalog instance's price / this
+MAX_SEED = 2**32 - 1
+
+
+@lru_cache(maxsize=1)
+def cheapest_instance() -> tuple[str, float]:
+    """(name, USD/hour) of the cheapest priced instance in daybreak's shipped catalog."""
+    from daybreak.pricing import catalog
+
+    item = min((i for i in catalog().values() if i.usd_per_hour > 0), key=lambda i: i.usd_per_hour)
+    return item.name, item.usd_per_hour
+
+
+def min_usd_per_hour() -> float:
+    """The lowest price per hour the leaderboard takes (see the module docstring)."""
+    return cheapest_instance()[1] / PRICE_MARGIN
+
+
+def _floor_text() -> str:
+    name, price = cheapest_instance()
+    return (f"{min_usd_per_hour():g} USD/hour, a tenth of the cheapest machine in daybreak's price catalog ({name}, "
+            f"{price:g} USD/hour): no real machine rents for less")
+
+
+def check_price(usd_per_hour: float | None, what: str, field: str = "cost_per_hour") -> None:
+    """A price per hour: None or 0 (not priced), else at least min_usd_per_hour()."""
+    if usd_per_hour is not None and 0 < usd_per_hour < min_usd_per_hour():
+        raise SubmissionError(f"{what}: {field} {usd_per_hour:g} is below {_floor_text()}")
+
+
+def check_price_per_example(usd: float | None, latency_ms: float, what: str, field: str) -> None:
+    """An inference cost per example: None or 0 (not priced), else at least the price floor for the time one
+    example takes at the record's batch-1 latency."""
+    floor = min_usd_per_hour() * latency_ms / 3.6e6
+    if usd is not None and 0 < usd < floor:
+        raise SubmissionError(f"{what}: {field} {usd:g} USD per example is below {floor:.3g} USD, what "
+                              f"{latency_ms:g} ms (its latency) cost at {_floor_text()}")
+
+
+def check_clock_shape(doc: Any, what: str) -> None:
+    """A run record's ``clock`` states every rule of daybreak's clock (a record daybreak writes does, whatever its
+    version: the rules were there from the first)."""
+    from daybreak.records.run import ClockRules
+
+    clock = doc.get("clock") if isinstance(doc, dict) else None
+    if not isinstance(clock, dict):
+        raise SubmissionError(f"{what}: clock: required field is missing (the rules the record's clock followed)")
+    missing = [name for name in ClockRules.model_fields if name not in clock]
+    if missing:
+        raise SubmissionError(f"{what}: clock.{missing[0]}: required field is missing (a record states every rule "
+                              f"of its clock: {', '.join(ClockRules.model_fields)})")
+
+
+def check_required(run: "RunResult", what: str) -> None:
+    """What a reached daybreak run's record must state (see the module docstring); the seed of any run."""
+    if not 0 <= run.seed <= MAX_SEED:
+        raise SubmissionError(f"{what}: seed {run.seed} is not in 0..{MAX_SEED} (2**32-1)")
+    if not run.reached or run.recipe == "external" or run.device == "external":
+        return
+    required = ["steps_to_target", "epochs_to_target", "steps_per_epoch", "per_device_batch_size",
+                "global_batch_size"]
+    in_memory = _in_memory(run.task)
+    if in_memory:
+        required += ["effective_batch_size", "train_examples"]
+    for name in required:
+        if getattr(run, name) is None:
+            raise SubmissionError(f"{what}: {name}: required field is null (a run that reached its target states it)")
+    if in_memory:
+        steps = max(run.train_examples // (run.effective_batch_size * run.world_size), 1)
+        if run.steps_per_epoch != steps:
+            raise SubmissionError(f"{what}: steps_per_epoch {run.steps_per_epoch} is not the {steps} whole global "
+                                  f"batches of {run.effective_batch_size} x {run.world_size} in train_examples "
+                                  f"{run.train_examples}")
+
+
+def _in_memory(task: str) -> bool:
+    from daybreak.errors import ConfigError
+    from daybreak.tasks import get_task
+
+    try:
+        return get_task(task).in_memory
+    except ConfigError:
+        return False
 
 
 def close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-5) -> bool:
@@ -348,6 +444,8 @@ def check_run(run: "RunResult", what: str) -> None:
     """Everything above that does not depend on the leaderboard's target."""
     check_dates(run, what)
     check_numbers(run, what)
+    check_required(run, what)
+    check_price(run.cost_per_hour, what)
     check_sections(run, what)
     check_totals(run, what)
     check_phases(run, what)

@@ -10,7 +10,9 @@ Refused, each with one line naming the field or TSV line: invalid JSON (duplicat
 the bounds included), a missing or null required field (``author`` too, as DAWNBench requires), a bad
 timestamp (before 2017 or after tomorrow), an unknown or missing TSV column, a cell that is not a number,
 ``hours`` not increasing, a TSV that never reaches the task's target (or reaches it in less than 10 ms), an
-inference accuracy below it, values out of range, over-long strings and files over the size limits.
+inference accuracy below it, values out of range, a price below any real machine's (``costPerHour``, and an
+inference ``cost`` per example for its latency: daybreak.leaderboard.ingest.plausibility), over-long strings, invisible
+characters (daybreak.leaderboard.ingest.text_rules) and files over the size limits.
 
 Units are normalized explicitly: an accuracy column (or value) whose values all lie in 0..1 is a fraction, one
 with a value above 1 is percent (at most 100); the leaderboard stores fractions and records which unit the file
@@ -24,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daybreak.leaderboard.submission import (
+from daybreak.leaderboard.ingest.submission import (
     FORMAT_DAWNBENCH, KIND_INFERENCE, KIND_TRAIN, MAX_QUANTITY, MAX_TSV_ROWS, Submission,
     SubmissionError,
     accuracy_value, decode_text, number_field, one_line, parse_timestamp, reaches, text_field,
 )
-from daybreak.leaderboard.plausibility import MIN_CLOCK_S
-from daybreak.leaderboard.systems import apply as apply_system
-from daybreak.leaderboard.systems import from_dawnbench
+from daybreak.leaderboard.ingest.plausibility import MIN_CLOCK_S, check_price, check_price_per_example
+from daybreak.leaderboard.ingest.systems import apply as apply_system
+from daybreak.leaderboard.ingest.systems import from_dawnbench
 from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_from_label, task_names
 
 # DAWNBench's submission format requires these (every one of the competition's 118 JSON files has them, none
@@ -271,6 +273,7 @@ def _training(doc: dict, tsv: bytes, task: LeaderboardTask, common: dict, what: 
         raise SubmissionError(f"{tsv_what}: never reaches the target {_target_text(task)} "
                               f"(best {_value_text(task, max(accuracies))})")
     cost_per_hour = number_field(doc, "costPerHour", what, required=False)
+    check_price(cost_per_hour, what, "'costPerHour'")
     time_s = hours[first] * 3600.0
     if time_s < MIN_CLOCK_S:
         raise SubmissionError(f"{tsv_what}: line {table.lines[first]}: a time-to-target of {hours[first]:g} hours "
@@ -294,6 +297,7 @@ def _training(doc: dict, tsv: bytes, task: LeaderboardTask, common: dict, what: 
 def _inference(doc: dict, task: LeaderboardTask, common: dict, what: str) -> Submission:
     latency = number_field(doc, "latency", what, required=True)
     cost = number_field(doc, "cost", what, required=False)
+    check_price_per_example(cost, latency, what, "'cost'")
     field_name = task.dawnbench_field
     if doc.get(field_name) is None:
         others = [k for k in ("top1Accuracy", "top5Accuracy", "f1Score") if k in doc and k != field_name]

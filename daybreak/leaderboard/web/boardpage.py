@@ -1,6 +1,6 @@
 """Everything one board page shows besides its rows, for the web server and the static export alike: the sortable
 column headers, the filter links (one list per dimension, with the number of entries of each value), the reference
-entry of ``?ref=`` and, on a training-time board, the two plots of daybreak.leaderboard.boardplot.
+entry of ``?ref=`` and, on a training-time board, the two plots of daybreak.leaderboard.web.boardplot.
 
 Links go through the page's ``link`` function: on the server they keep the other parameters of the query; in the
 static export they lead to the pages it writes (one filter or one sort at a time), and a header or option with no
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from daybreak.leaderboard.boardplot import cost_time_svg, pareto_front, points_of, record_history, record_svg
-from daybreak.leaderboard.query import FILTERS, ORDERS, SORTS, BoardQuery, acceptable
-from daybreak.leaderboard.ranking import Objective, reference_value
+from daybreak.leaderboard.web.boardplot import (
+    cost_time_svg, impossible, impossible_time, pareto_front, points_of, record_history, record_svg,
+)
+from daybreak.leaderboard.ranking.query import FILTERS, ORDERS, SORTS, BoardQuery, acceptable
+from daybreak.leaderboard.ranking.objectives import Objective, reference_value
 
 # (sort key, heading); the value column's heading is the objective's and sorts by rank like the rank column
 COLUMNS = (("rank", "Rank"), ("rank", None), ("model", "Model"), ("accelerator", "Accelerator"), ("count", "Count"),
@@ -115,7 +117,9 @@ def plots(store, task: str, obj: Objective, query: BoardQuery, link: Link) -> di
         return link("entry", entry_id=entry_id)
 
     priced = sum(1 for p in points if p.cost_usd and p.cost_usd > 0)
+    off_scale = sum(1 for p in points if impossible(p) is not None)
     return {"cost_time": cost_time_svg(points, entry_link), "record": record_svg(points, entry_link),
             "points": len(points), "priced": priced, "unpriced": len(points) - priced,
-            "front": len(pareto_front(points)), "records": len(record_history(points)),
-            "capped": len(points) == MAX_PLOT_POINTS}
+            "front": len(pareto_front([p for p in points if impossible(p) is None])),
+            "records": len(record_history([p for p in points if impossible_time(p) is None])),
+            "off_scale": off_scale, "capped": len(points) == MAX_PLOT_POINTS}

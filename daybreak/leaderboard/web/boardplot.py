@@ -8,6 +8,11 @@
 
 Every point links to its entry. Everything placed in the SVG is a number formatted here or a text passed through
 ``markupsafe.escape``.
+
+Impossible values (:func:`impossible`: a time below the 10 ms any run takes, a cost below what the cheapest real
+machine charges for that time; a database may hold them from before daybreak refused them) do not set the axes: such
+a point is drawn as a hollow triangle at the edge of the plot, its tooltip says why, and it takes no part in the
+Pareto front or the record line. One 1e-301 USD entry would otherwise squash every other point into a corner.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from typing import Any, Callable, Sequence
 
 from markupsafe import Markup, escape
 
-from daybreak.leaderboard.ranking import format_hms, format_usd
+from daybreak.leaderboard.ingest.plausibility import MIN_CLOCK_S, min_usd_per_hour
+from daybreak.leaderboard.ranking.objectives import format_hms, format_usd
 
 WIDTH, HEIGHT = 720, 380
 LEFT, RIGHT, TOP, BOTTOM = 72, 150, 20, 48  # the right margin holds the front's labels
-FRONT, POINT, RECORD = "#c0392b", "#1f6fb2", "#17613a"
+FRONT, POINT, RECORD, OFF_SCALE = "#c0392b", "#1f6fb2", "#17613a", "#7d3c98"
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,23 @@ def points_of(rows: Sequence[Any]) -> list[Point]:
     """Board rows (list rows or entries, with a time) -> plot points."""
     return [Point(int(r.id), str(r.model), float(r.time_to_target_s), r.train_cost_usd, r.submitted_at.date())
             for r in rows if getattr(r, "time_to_target_s", None) is not None]
+
+
+def impossible_time(p: Point) -> str | None:
+    """Why ``p``'s time cannot be real, or None."""
+    if not p.time_s >= MIN_CLOCK_S:
+        return f"a time of {p.time_s:g} s is below the {MIN_CLOCK_S:g} s any run takes"
+    return None
+
+
+def impossible(p: Point) -> str | None:
+    """Why ``p``'s time or cost cannot be real (then the plots do not scale to it), or None."""
+    if impossible_time(p) is not None:
+        return impossible_time(p)
+    if p.cost_usd is not None and 0 < p.cost_usd < p.time_s / 3600.0 * min_usd_per_hour():
+        return (f"{format_usd(p.cost_usd)} is less than the cheapest machine costs for {format_hms(p.time_s)} "
+                f"({min_usd_per_hour():g} USD/hour)")
+    return None
 
 
 def pareto_front(points: Sequence[Point]) -> list[Point]:
@@ -96,7 +119,9 @@ class _LogAxis:
         self.start, self.length, self.flip = start, length, flip
 
     def __call__(self, v: float) -> float:
-        f = (math.log10(v) - self.lo) / (self.hi - self.lo)
+        """The position of ``v``; a value outside the axis (an impossible one) at the axis's nearer end."""
+        f = (math.log10(v) - self.lo) / (self.hi - self.lo) if v > 0 else 0.0
+        f = min(1.0, max(0.0, f))
         return self.start + (1 - f if self.flip else f) * self.length
 
     @property
@@ -137,6 +162,14 @@ def _dot(x: float, y: float, p: Point, href: str, cls: str, color: str, r: float
             f'r="{r}" fill="{color}" fill-opacity="0.8"><title>{escape(tip)}</title></circle></a>')
 
 
+def _off_scale(x: float, y: float, p: Point, href: str, tip: str, why: str) -> str:
+    """An impossible point: a hollow triangle where the axes end."""
+    d = f"M {x:.2f} {y - 6:.2f} L {x + 5.5:.2f} {y + 4:.2f} L {x - 5.5:.2f} {y + 4:.2f} Z"
+    text = f"{tip} - impossible: {why}; drawn at the edge of the plot, off its scale"
+    return (f'<a href="{escape(href)}"><path class="off-scale" data-entry="{p.entry_id}" d="{d}" fill="none" '
+            f'stroke="{OFF_SCALE}" stroke-width="1.5"><title>{escape(text)}</title></path></a>')
+
+
 class _Labels:
     """Point labels that overlap neither each other nor a point: each goes above and right of its point, else
     above and left, else is left out (the point's tooltip still names it)."""
@@ -166,12 +199,14 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
 def cost_time_svg(points: Sequence[Point], link: Callable[[int], str]) -> Markup:
     """Time vs cost, log-log, with the Pareto front as a staircase; "" when no point has a positive cost."""
     priced = [p for p in points if p.cost_usd and p.cost_usd > 0]
-    if not priced:
+    odd = {p.entry_id: why for p in priced if (why := impossible(p)) is not None}
+    sane = [p for p in priced if p.entry_id not in odd]
+    if not sane:
         return Markup("")
-    front = pareto_front(priced)
+    front = pareto_front(sane)
     on_front = {p.entry_id for p in front}
-    sx = _LogAxis([p.time_s for p in priced], LEFT, WIDTH - LEFT - RIGHT)
-    sy = _LogAxis([p.cost_usd for p in priced], TOP, HEIGHT - TOP - BOTTOM, flip=True)  # type: ignore[misc]
+    sx = _LogAxis([p.time_s for p in sane], LEFT, WIDTH - LEFT - RIGHT)
+    sy = _LogAxis([p.cost_usd for p in sane], TOP, HEIGHT - TOP - BOTTOM, flip=True)  # type: ignore[misc]
     parts = _frame("Training time vs. cost, with the Pareto front", "time to target (log scale)",
                    "cost in USD (log scale)")
     for t in _time_ticks(sx):
@@ -186,7 +221,9 @@ def cost_time_svg(points: Sequence[Point], link: Callable[[int], str]) -> Markup
     for p in sorted(priced, key=lambda p: p.entry_id in on_front):  # the front's dots on top
         x, y = sx(p.time_s), sy(p.cost_usd)  # type: ignore[arg-type]
         tip = f"{p.model}: {format_hms(p.time_s)}, {format_usd(p.cost_usd)} ({p.day.isoformat()})"  # type: ignore
-        if p.entry_id in on_front:
+        if p.entry_id in odd:
+            parts.append(_off_scale(x, y, p, link(p.entry_id), tip, odd[p.entry_id]))
+        elif p.entry_id in on_front:
             parts.append(_dot(x, y, p, link(p.entry_id), "front", FRONT, 5, tip + " - on the Pareto front"))
             parts.append(labels.place(x, y, p.model, FRONT))
         else:
@@ -207,8 +244,10 @@ def _date_ticks(lo: int, hi: int) -> list[tuple[int, str]]:
 
 
 def record_svg(points: Sequence[Point], link: Callable[[int], str]) -> Markup:
-    """The best time as of each date (a step line to the last entry's date), the record-setting entries marked."""
-    records = record_history(points)
+    """The best time as of each date (a step line to the last entry's date), the record-setting entries marked;
+    an entry with an impossible time is marked at the bottom edge and sets no record."""
+    odd = {p.entry_id: why for p in points if (why := impossible_time(p)) is not None}
+    records = record_history([p for p in points if p.entry_id not in odd])
     if not records:
         return Markup("")
     days = [p.day.toordinal() for p in points]
@@ -236,5 +275,10 @@ def record_svg(points: Sequence[Point], link: Callable[[int], str]) -> Markup:
         tip = f"{r.model}: {format_hms(r.time_s)}, a record on {r.day.isoformat()}"
         parts.append(_dot(x, y, r, link(r.entry_id), "record", RECORD, 4.5, tip))
         parts.append(labels.place(x, y, r.model, RECORD))
+    for p in points:
+        if p.entry_id in odd:
+            x, y = sx(p.day.toordinal()), sy(p.time_s)
+            parts.append(_off_scale(x, y, p, link(p.entry_id), f"{p.model}: {format_hms(p.time_s)} "
+                                    f"({p.day.isoformat()})", odd[p.entry_id]))
     parts.append("</svg>")
     return Markup("".join(parts))

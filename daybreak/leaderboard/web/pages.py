@@ -2,7 +2,7 @@
 
 The same templates serve both: ``link(...)`` makes absolute URLs for the server and relative file paths for the
 static site. File and URL names come only from the task and objective registries, integer entry ids and a board
-query's static name (daybreak.leaderboard.query: enumerated values, years, and slugs with a hash for accelerator
+query's static name (daybreak.leaderboard.ranking.query: enumerated values, years, and slugs with a hash for accelerator
 and framework names), never from a submission as is.
 
 A board page (``board_html``) is filtered, sorted and paged by a BoardQuery; the static export writes each board,
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,15 +24,18 @@ from urllib.parse import quote, urlencode, urlparse
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from daybreak.errors import ConfigError
 from daybreak.version import __version__
 from daybreak.fileio import atomic_write_text
-from daybreak.leaderboard import boardpage
-from daybreak.leaderboard.plot import curve_svg
-from daybreak.leaderboard.query import AVAILABILITIES, CLOCK_RULES, DIVISIONS, FILTERS, ORDERS, SORTS, BoardQuery
-from daybreak.leaderboard.ranking import (
+from daybreak.leaderboard.web import boardpage
+from daybreak.leaderboard.web.plot import curve_svg
+from daybreak.leaderboard.ranking.query import (
+    AVAILABILITIES, CLOCK_RULES, DIVISIONS, FILTERS, ORDERS, SORTS, BoardQuery,
+)
+from daybreak.leaderboard.ranking.objectives import (
     OBJECTIVES, Objective, format_hms, leaderboard, rules_of, unranked_reason, with_reference,
 )
-from daybreak.leaderboard.submission import FORMAT_REPEAT, PROVENANCE_SELF
+from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, PROVENANCE_SELF
 from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, leaderboard_task
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -106,7 +110,7 @@ def _other_metric(task: LeaderboardTask, metric: str | None):
 
 
 def entry_json(entry: Any) -> dict[str, Any]:
-    from daybreak.leaderboard.store import run_times
+    from daybreak.leaderboard.store.database import run_times
 
     return {
         "id": entry.id, "task": entry.task, "kind": entry.kind, "model": entry.model, "hardware": entry.hardware,
@@ -141,8 +145,8 @@ def job_json(job: Any) -> dict[str, Any]:
 
     return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": job.reason,
             "requested_by": job.requested_by, "created_at": iso(job.created_at), "started_at": iso(job.started_at),
-            "finished_at": iso(job.finished_at), "attempts": job.attempts,
-            "result_entry_id": job.result_entry_id, "url": f"/api/jobs/{int(job.id)}"}
+            "finished_at": iso(job.finished_at), "attempts": job.attempts, "lease": job.lease or 0,
+            "history": job.history_lines, "result_entry_id": job.result_entry_id, "url": f"/api/jobs/{int(job.id)}"}
 
 
 def _finite(value: float | None) -> float | None:
@@ -293,18 +297,28 @@ class Site:
     # -- static export -------------------------------------------------------------------------------------
 
     def export(self, folder: Path) -> int:
-        """Write the whole site as static files under ``folder``; returns the number of files written.
+        """Write the whole site as static files under ``folder``; returns the number of files written. A symbolic
+        link anywhere in the output tree is refused before anything is written (ConfigError naming it).
 
         Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; a board
         with rows then gets its sorted and filtered pages (boardpage.static_variants), one query each; the
         reproductions are read in one query; then the entries are read in id order, 100 at a time, each page
         rendered from what is already known."""
         folder = Path(folder)
+        no_links(folder)
         written = 0
+        real: set[Path] = set()  # folders under ``folder`` checked to be folders, not links
 
         def write(rel: str, text: str) -> None:
             nonlocal written
-            atomic_write_text(folder / rel, text)
+            target = folder / rel
+            for parent in reversed(target.relative_to(folder).parents[:-1]):
+                here = folder / parent
+                if here not in real:
+                    _not_a_link(here)
+                    real.add(here)
+            _not_a_link(target)
+            atomic_write_text(target, text)
             written += 1
 
         write("index.html", self.index_html(static_link(0)))
@@ -336,9 +350,25 @@ class Site:
         return written
 
 
+def no_links(folder: Path) -> None:
+    """The export's output tree holds no symbolic link (a link would make it write outside the tree); ConfigError
+    naming the first one. ``folder`` itself may be a link: the user named it."""
+    if not folder.is_dir():
+        return
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            _not_a_link(Path(root) / name)
+
+
+def _not_a_link(path: Path) -> None:
+    if os.path.islink(path):
+        raise ConfigError(f"{path}: a symbolic link in the export's folder: `leaderboard export` does not write "
+                          "through links (remove it, or export to a new folder)")
+
+
 def reproducible_reason(entry: Any) -> str | None:
     """None when the host can re-run ``entry`` (it names a daybreak task and recipe), else why not."""
-    from daybreak.leaderboard.reproduce import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
 
     try:
         plan_for(entry)

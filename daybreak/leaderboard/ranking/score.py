@@ -6,7 +6,9 @@ across the tasks the way `daybreak analyze score` scores runs (:mod:`daybreak.an
 group's time is its best ranked training time there (a multi-run entry's time is already the olympic mean of its
 runs), r = that time / the best group's, and the score is the mean over the tasks of max(0, (r_max - r) /
 (r_max - 1)), 0 on a task where the group has no ranked entry. Entries with an empty value of the grouping field
-(a daybreak run imported without ``--author``) take no part.
+(a daybreak run imported without ``--author``) take no part. Names are grouped as a reader reads them
+(daybreak.leaderboard.ingest.text_rules.fold: "Alice", "ALICE" and "Ａｌｉｃｅ" are one author), shown as the group's fastest
+entry writes it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from daybreak.analysis.stats import (
     R_MAX, UNSOLVED, algoperf_score, best_times, performance_ratio, r_max_option, task_score,
 )
 from daybreak.errors import ConfigError
-from daybreak.leaderboard.ranking import OBJECTIVES, format_hms
+from daybreak.leaderboard.ranking.objectives import OBJECTIVES, format_hms
 from daybreak.leaderboard.tasks import leaderboard_task, task_names
+from daybreak.leaderboard.ingest.text_rules import fold
 
 GROUP_BY = ("author", "hardware", "model", "framework")
 
@@ -35,13 +38,15 @@ def leaderboard_score(store, by: str = "author", tasks: Sequence[str] | None = N
     column = OBJECTIVES["train-time"].column
     times: dict[str, dict[str, float]] = {}
     entry_of: dict[tuple[str, str], int] = {}
+    shown: dict[str, str] = {}  # a group's key -> its name as first seen (its fastest entry's)
     left_out = 0
     for task in wanted:
         for r in store.ranked(task, column, provenance=provenance):  # fastest first
-            name = " ".join(str(getattr(r.entry, by, "") or "").split())
-            if not name:
+            key = fold(str(getattr(r.entry, by, "") or ""))
+            if not key:
                 left_out += 1
                 continue
+            name = shown.setdefault(key, " ".join(str(getattr(r.entry, by)).split()))
             row = times.setdefault(name, {})
             if r.value < row.get(task, UNSOLVED):
                 row[task] = float(r.value)

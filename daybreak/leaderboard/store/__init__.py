@@ -1,0 +1,2 @@
+"""Where entries and reproduction jobs are kept: daybreak.leaderboard.store.database (SQLAlchemy; SQLite or
+PostgreSQL)."""
