@@ -9,7 +9,8 @@ daybreak.leaderboard.ranking.query:
 ``&rules=mlperf&division=closed&availability=available&sort=date&order=desc&ref=ENTRY_ID`` (a bad value: 400).
 API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...`` (and the board
 query), ``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``,
-``GET /api/jobs/{id}``.
+``GET /api/jobs/{id}``; all of it declared in the OpenAPI document served at ``/openapi.json`` and shown at ``/docs``
+(daybreak.leaderboard.web.api_schema), every error in one body, ``{"error": "..."}``.
 
 A submission is either a form (``multipart/form-data`` or urlencoded) with the fields ``submission`` (a
 DAWNBench v1 JSON, daybreak's result.json / inference.json, or a repeat's summary.json), ``tsv`` (the DAWNBench
