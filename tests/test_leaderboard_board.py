@@ -80,11 +80,14 @@ def test_query_parameters_are_validated_with_one_line_errors():
     for bad in ({"sort": "speed"}, {"order": "up"}, {"min_count": "-1"}, {"min_count": "\u00b2"},
                 {"max_count": "9" * 30}, {"since": "2018-13-01"}, {"until": "yesterday"}, {"year": "18"},
                 {"ref": "0"}, {"accelerator": "x" * 101}, {"framework": "a\x00b"}, {"provenance": "trusted"},
-                {"rules": "mlperf4"}, {"division": "closed,open"}, {"availability": "soon"},
-                {"min_count": "9", "max_count": "8"}, {"since": "2019-01-02", "until": "2019-01-01"}):
+                {"rules": "mlperf4"}, {"division": "closed,open"}, {"availability": "soon"}):
         with pytest.raises(QueryError) as err:
             parse_query(bad)
         assert single_line(str(err.value)) and len(str(err.value)) < 200, bad
+    # each parameter is judged on its own (the API's document states no relation between two): an empty range is
+    # a query no entry matches (test_filters_on_the_page_and_the_api_agree: an empty board)
+    assert parse_query({"min_count": "9", "max_count": "8"}) == BoardQuery(min_count=9, max_count=8)
+    assert parse_query({"since": "2019-01-02", "until": "2019-01-01"}).until == date(2019, 1, 1)
 
 
 def test_static_page_names_never_carry_a_submission_as_is():
@@ -248,9 +251,12 @@ def test_real_rows_filtered_by_accelerator_and_framework(server):
 def test_filters_on_the_page_and_the_api_agree(server):
     client, _ = server
     for params in ({"accelerator": "NVIDIA V100"}, {"framework": "PyTorch", "sort": "date"}, {"min_count": 2},
-                   {"provenance": "self-reported", "order": "desc"}, {"accelerator": "No Such Chip"}):
+                   {"provenance": "self-reported", "order": "desc"}, {"accelerator": "No Such Chip"},
+                   {"min_count": 9, "max_count": 8}, {"since": "2019-01-02", "until": "2019-01-01"}):
         rows = api(client, **params)
         assert entry_ids(page(client, **params)) == [r["entry_id"] for r in rows][:100]
+        if "max_count" in params or "until" in params:
+            assert rows == []  # an empty range: no entry matches
         if "accelerator" in params:
             assert all(r["accelerator"] == params["accelerator"] for r in rows)
 
@@ -258,7 +264,7 @@ def test_filters_on_the_page_and_the_api_agree(server):
 @pytest.mark.parametrize("params, fragment", [
     ({"sort": "speed"}, "sort must be one of"), ({"order": "up"}, "order must be one of"),
     ({"min_count": "-1"}, "min_count must be a whole number"), ({"since": "2018-02-30"}, "since must be a date"),
-    ({"accelerator": "x" * 101}, "printable characters"), ({"ref": "99999"}, "ref: no such entry"),
+    ({"accelerator": "x" * 101}, "printable characters"),
     ({"division": "secret"}, "division must be one of"), ({"provenance": "trusted"}, "unknown provenance"),
 ])
 def test_bad_parameters_are_400_with_one_line(server, params, fragment):
@@ -286,8 +292,13 @@ def test_the_reference_view(server):
     assert f'class="as-reference" href="/tasks/cifar10/train-time?ref={ref["entry_id"]}"' in entry_page
     cost = api(client, "cifar10/train-cost")[0]  # the reference needs a value on the board it is applied to
     inference = api(client, "cifar10/latency")[0]
+    # a ref naming no entry of the board is a 404 (the parameter is well formed; its entry is not on the board)
     r = client.get("/api/leaderboard/cifar10/train-time", params={"ref": inference["entry_id"]})
-    assert r.status_code == 400 and "has no time on the cifar10 train-time board" in r.json()["error"]
+    assert r.status_code == 404 and "has no time on the cifar10 train-time board" in r.json()["error"]
+    r = client.get("/api/leaderboard/cifar10/train-time", params={"ref": 99999})
+    assert r.status_code == 404 and r.json() == {"error": "ref: no such entry"}
+    r = client.get("/tasks/cifar10/train-time", params={"ref": 99999})
+    assert r.status_code == 404 and "text/html" in r.headers["content-type"] and "ref: no such entry" in r.text
     assert api(client, "cifar10/train-cost", ref=cost["entry_id"])[0]["ref_text"].endswith("the reference's cost")
 
 

@@ -127,10 +127,11 @@ def parse_provenance(text: str | Sequence[str] | None) -> list[str] | None:
 
 
 def _text(name: str, text: str) -> str:
-    text = text.strip()
+    """At most MAX_TEXT_CHARS printable characters as sent (the API's document says so: no control character even
+    where trimming would drop it), then trimmed."""
     if len(text) > MAX_TEXT_CHARS or _UNPRINTABLE.search(text):
         raise QueryError(f"{name} must be at most {MAX_TEXT_CHARS} printable characters")
-    return text
+    return text.strip()
 
 
 def _whole(name: str, text: str, lo: int, hi: int) -> int:
@@ -192,11 +193,8 @@ def acceptable(name: str, value: object) -> bool:
 
 
 def parse_query(params: Mapping[str, str]) -> BoardQuery:
-    """A board's query parameters (other names are ignored) -> a BoardQuery; a bad value is one QueryError line."""
+    """A board's query parameters (other names are ignored) -> a BoardQuery; a bad value is one QueryError line.
+    Each parameter is judged on its own, as the API's OpenAPI document states them: filters intersect, so an empty
+    range (``min_count=9&max_count=8``, ``since`` after ``until``) is a valid query that no entry matches."""
     values = {name: parse(params[name]) for name, parse in PARSERS.items() if params.get(name) not in (None, "")}
-    query = BoardQuery(**values)  # type: ignore[arg-type]
-    if query.min_count is not None and query.max_count is not None and query.min_count > query.max_count:
-        raise QueryError("min_count must not be above max_count")
-    if query.since and query.until and query.since > query.until:
-        raise QueryError("since must not be after until")
-    return query
+    return BoardQuery(**values)  # type: ignore[arg-type]

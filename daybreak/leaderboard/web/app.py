@@ -9,7 +9,8 @@ daybreak.leaderboard.ranking.query:
 ``&rules=mlperf&division=closed&availability=available&sort=date&order=desc&ref=ENTRY_ID`` (a bad value: 400).
 API: ``GET /api/tasks``, ``GET /api/leaderboard/{task}/{objective}?top=N&offset=M&provenance=...`` (and the board
 query), ``GET /api/entries/{id}``, ``POST /api/submissions``, ``POST /api/entries/{id}/reproduce``,
-``GET /api/jobs/{id}``.
+``GET /api/jobs/{id}``; all of it declared in the OpenAPI document served at ``/openapi.json`` and shown at ``/docs``
+(daybreak.leaderboard.web.api_schema), every error in one body, ``{"error": "..."}``.
 
 A submission is either a form (``multipart/form-data`` or urlencoded) with the fields ``submission`` (a
 DAWNBench v1 JSON, daybreak's result.json / inference.json, or a repeat's summary.json), ``tsv`` (the DAWNBench
@@ -44,15 +45,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from daybreak.errors import ConfigError
+from daybreak.leaderboard.web import api_schema as api
+from daybreak.leaderboard.web.api_schema import DEFAULT_TOP, MAX_ID, MAX_OFFSET, MAX_PAGE, MAX_TASK_CHARS, MAX_TOP
 from daybreak.leaderboard.web.limits import MAX_REQUEST_BYTES, Limits
 from daybreak.leaderboard.ingest.submission import MAX_FILE_BYTES, PROVENANCE_SELF, SubmissionError, one_line
 
 MIN_TOKEN_CHARS = 16
-MAX_TOP = 1000  # rows one API call returns at most
-DEFAULT_TOP = 100
-MAX_OFFSET = 10**9
-MAX_PAGE = 10**7
-MAX_ID = 2**31 - 1  # ids are INTEGER columns: a larger number is no id (and would overflow PostgreSQL's int4)
 _DIGITS = re.compile(r"^[0-9]{1,19}$", re.ASCII)
 SECURITY_HEADERS = [
     (b"content-security-policy",
@@ -246,9 +244,13 @@ def _board_query(params) -> Any:
 
 def create_app(store=None, *, token_file: str | Path | None = None, tokens: list[Token] | None = None,
                max_request_bytes: int = MAX_REQUEST_BYTES, limits: Limits | None = None):
-    """The ASGI app. ``store``: a Store or a database URL (None: the default database)."""
+    """The ASGI app. ``store``: a Store or a database URL (None: the default database). Its OpenAPI document
+    (daybreak.leaderboard.web.api_schema) is served at ``/openapi.json`` and as a page at ``/docs``."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
     from daybreak.leaderboard.ingest.importer import MAX_RUN_FILES, parse_submission
-    from daybreak.leaderboard.web.boardpage import reference
+    from daybreak.leaderboard.web.boardpage import MissingReference, reference
     from daybreak.leaderboard.ranking.query import QueryError
     from daybreak.leaderboard.ranking.objectives import OBJECTIVES, leaderboard, with_reference
     from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
@@ -262,12 +264,20 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
     if tokens is None and token_file is not None:
         tokens = load_tokens(token_file)
     site = Site(store)
-    app = FastAPI(title="daybreak leaderboard", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title=api.TITLE, version=api.API_VERSION, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json")
     app.state.store = store
     app.state.tokens = tokens or []
     app.state.limits = limits
     app.add_middleware(_Guard, limit=limits.max_body_bytes, body_timeout_s=limits.body_timeout_s,
                        max_header_bytes=limits.max_header_bytes)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = api.openapi_document(app.routes, task_names(), list(OBJECTIVES))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  (FastAPI's documented way to extend its document)
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status, headers=headers)
@@ -286,14 +296,38 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
 
     @app.exception_handler(_Rejected)
     async def _rejected(request: Request, exc: _Rejected):
-        if not is_api(request) and exc.status == 400:
-            return HTMLResponse(f"<!DOCTYPE html><title>Bad request</title><p>{_esc(exc.message)}. "
-                                '<a href="/">All tasks</a></p>', status_code=400)
+        if not is_api(request) and exc.status in (400, 404):
+            title = "Bad request" if exc.status == 400 else "Not found"
+            return HTMLResponse(f"<!DOCTYPE html><title>{title}</title><p>{_esc(exc.message)}. "
+                                '<a href="/">All tasks</a></p>', status_code=exc.status)
         return error(exc.status, exc.message, exc.headers)
 
     @app.exception_handler(QueryError)
     async def _bad_query(request: Request, exc: QueryError):
-        return await _rejected(request, _Rejected(400, one_line(str(exc), 300)))
+        status = 404 if isinstance(exc, MissingReference) else 400  # ref names no entry of this board
+        return await _rejected(request, _Rejected(status, one_line(str(exc), 300)))
+
+    @app.exception_handler(HTTPException)
+    async def _routing_error(request: Request, exc: HTTPException):
+        """FastAPI's own answers (a path no route serves, a method a route does not take) in the one error body."""
+        if exc.status_code == 404:
+            message = "not found: no page or API route at this path (the API: /docs)"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"method {one_line(request.method, 20)} not allowed here" + (f" (allowed: {allowed})"
+                                                                                   if allowed else "")
+        else:
+            message = one_line(str(exc.detail), 300)
+        return error(exc.status_code, message, dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        """A parameter FastAPI validates (the routes here parse theirs by hand: a route added with typed
+        parameters) in the one error body too."""
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return error(422, one_line(f"{where}: {first.get('msg', 'invalid')}", 300))
 
     @app.exception_handler(StoreError)
     async def _unavailable(request: Request, exc: StoreError):
@@ -305,12 +339,17 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
 
     # -- pages -----------------------------------------------------------------------------------------------
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.get("/", response_class=HTMLResponse, operation_id="index_page", tags=["pages"],
+             summary="Every board's first rows", responses=api.responses(api.OK_HTML, page=True),
+             openapi_extra={"parameters": [api.PROVENANCE]})
     def index(request: Request):
         provenance = _provenance_param(request.query_params.get("provenance"))
         return HTMLResponse(site.index_html(provenance=provenance))
 
-    @app.get("/tasks/{task}/{objective}", response_class=HTMLResponse)
+    @app.get("/tasks/{task}/{objective}", response_class=HTMLResponse, operation_id="board_page", tags=["pages"],
+             summary="One board, filtered, sorted and paged",
+             responses=api.responses(api.OK_HTML, 404, page=True, why={404: "no such board, or a ref not on it"}),
+             openapi_extra={"parameters": [api.PAGE, *api.BOARD_QUERY]})
     def board(task: str, objective: str, request: Request):
         if task not in task_names() or objective not in OBJECTIVES:
             return not_found_page("leaderboard")
@@ -318,20 +357,32 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         query = _board_query(request.query_params)
         return HTMLResponse(site.board_html(task, objective, page=page, query=query))
 
-    @app.get("/entries/{entry_id}", response_class=HTMLResponse)
+    @app.get("/entries/{entry_id}", response_class=HTMLResponse, operation_id="entry_page", tags=["pages"],
+             summary="One entry: its curve, provenance, runs and metadata",
+             responses=api.responses(api.OK_HTML, 404, page=True, why={404: "no such entry"}))
     def entry_page(entry_id: str):
         entry = find_entry(entry_id)
         if entry is None:
             return not_found_page("entry")
         return HTMLResponse(site.entry_html(entry, jobs=store.jobs(entry_id=entry.id, limit=5)))
 
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs():
+        return HTMLResponse(site.api_html(app.openapi()))
+
     # -- JSON API --------------------------------------------------------------------------------------------
 
-    @app.get("/api/tasks")
+    @app.get("/api/tasks", operation_id="list_tasks", tags=["api"], summary="The tasks and their objectives",
+             responses=api.responses(api.ok_json(list[api.TaskInfo], "every task")))
     def api_tasks():
         return [task_json(t) for t in all_tasks()]
 
-    @app.get("/api/leaderboard/{task}/{objective}")
+    @app.get("/api/leaderboard/{task}/{objective}", operation_id="get_board", tags=["api"],
+             summary="One board's rows, filtered and sorted",
+             responses=api.responses(api.ok_json(list[api.BoardRow], "the rows, best first (or as sorted)",
+                                                 headers=api.TOTAL_COUNT, links=api.FIRST_ROW_LINK),
+                                     404, why={404: "unknown task or objective, or a ref not on this board"}),
+             openapi_extra={"parameters": [api.TOP, api.OFFSET, *api.BOARD_QUERY]})
     def api_board(task: str, objective: str, request: Request):
         if task not in task_names():
             return error(404, f"unknown task; known: {', '.join(task_names())}")
@@ -347,12 +398,21 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return JSONResponse(with_reference(rows, ref, obj) if ref is not None else rows,
                             headers={"X-Total-Count": str(total)})
 
-    @app.get("/api/entries/{entry_id}")
+    @app.get("/api/entries/{entry_id}", operation_id="get_entry", tags=["api"], summary="One entry",
+             responses=api.responses(api.ok_json(api.Entry, "the entry", links=api.REPRODUCE_LINK), 404,
+                                     why={404: "no such entry"}))
     def api_entry(entry_id: str):
         entry = find_entry(entry_id)
         return error(404, "no such entry") if entry is None else entry_json(entry)
 
-    @app.post("/api/entries/{entry_id}/reproduce")
+    @app.post("/api/entries/{entry_id}/reproduce", operation_id="reproduce_entry", tags=["api"],
+              summary="Queue a reproduction of an entry on the host",
+              responses=api.responses({**api.ok_json(api.Queued, "already queued or running", links=api.JOB_LINK),
+                                       **api.ok_json(api.Queued, "queued", 202, links=api.JOB_LINK)},
+                                      401, 403, 404, 422,
+                                      why={404: "no such entry", 422: "the entry cannot be reproduced here (it names "
+                                                                      "no daybreak task and recipe)"}),
+              openapi_extra={"security": [{api.SECURITY_SCHEME: []}]})
     def api_reproduce(entry_id: str, request: Request):
         requester = _authorize(request, app.state.tokens)
         entry = find_entry(entry_id)
@@ -365,17 +425,28 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         job, created = store.enqueue(entry.id, requester)
         return JSONResponse({"queued": created, "job": job_json(job)}, status_code=202 if created else 200)
 
-    @app.get("/api/jobs/{job_id}")
+    @app.get("/api/jobs/{job_id}", operation_id="get_job", tags=["api"], summary="A reproduction's job",
+             responses=api.responses(api.ok_json(api.Job, "the job"), 404, why={404: "no such job"}))
     def api_job(job_id: str):
         job = store.get_job(int(job_id)) if _ENTRY_ID.match(job_id) and int(job_id) <= MAX_ID else None
         return error(404, "no such job") if job is None else job_json(job)
 
-    @app.get("/healthz")
+    @app.get("/healthz", operation_id="health", tags=["api"], summary="Whether the server and its database answer",
+             responses=api.responses(api.ok_json(api.Health, "up, with the number of entries")))
     def healthz():
         return {"ok": True, "entries": store.count()}
 
-    @app.post("/api/submissions")
+    @app.post("/api/submissions", operation_id="submit", tags=["api"], summary="Upload one submission",
+              responses=api.responses({**api.ok_json(api.Stored, "already stored: the same content, stored once",
+                                                     links=api.ENTRY_LINK),
+                                       **api.ok_json(api.Stored, "stored", 201, links=api.ENTRY_LINK)},
+                                      401, 403, 415, 422),
+              openapi_extra={"requestBody": api.SUBMISSION_BODY, "parameters": [api.submission_task(task_names())],
+                             "security": [{api.SECURITY_SCHEME: []}]})
     async def submit(request: Request):
+        """A DAWNBench v1 JSON with its TSV, daybreak's result.json or inference.json, or a `daybreak repeat`
+        summary.json with its runs' result.json. Whatever it says about itself, an upload is ``self-reported``;
+        the same content submitted twice is stored once."""
         submitter = _authorize(request, app.state.tokens)
         body = await _read_limited(request, limits.max_body_bytes)
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -386,7 +457,8 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         if ctype in ("multipart/form-data", "application/x-www-form-urlencoded"):
             replay = Request(request.scope, receive=_replay(body))
             try:
-                form = await replay.form(max_files=MAX_RUN_FILES + 4, max_fields=8, max_part_size=MAX_FILE_BYTES)
+                form = await replay.form(max_files=MAX_RUN_FILES + 4, max_fields=MAX_RUN_FILES + 4,
+                                         max_part_size=MAX_FILE_BYTES)
             except Exception as e:  # noqa: BLE001 - python-multipart/starlette raise several kinds
                 detail = getattr(e, "detail", None) or getattr(e, "message", None) or str(e) or type(e).__name__
                 raise _Rejected(400, f"unreadable multipart form: {one_line(str(detail), 120)}")
@@ -417,7 +489,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         else:
             raise _Rejected(415, "send a form (multipart/form-data or urlencoded; fields submission, tsv, run, task) "
                                  "or application/json")
-        if task is not None and len(task) > 64:
+        if task is not None and len(task) > MAX_TASK_CHARS:
             raise _Rejected(422, "task name too long")
         try:
             sub = await run_in_threadpool(parse_submission, json_bytes, tsv_bytes, source=source, task=task,
@@ -436,7 +508,8 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
                              "provenance": PROVENANCE_SELF},
                             status_code=201 if created else 200)
 
-    @app.get("/favicon.ico")
+    @app.get("/favicon.ico", status_code=204, operation_id="favicon", tags=["pages"], summary="No icon",
+             responses=api.responses({204: {"description": "no icon"}}))
     def favicon():
         return Response(status_code=204)
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from daybreak.leaderboard.web.boardplot import (
     cost_time_svg, impossible, impossible_time, pareto_front, points_of, record_history, record_svg,
 )
-from daybreak.leaderboard.ranking.query import FILTERS, ORDERS, SORTS, BoardQuery, acceptable
+from daybreak.leaderboard.ranking.query import FILTERS, ORDERS, SORTS, BoardQuery, QueryError, acceptable
 from daybreak.leaderboard.ranking.objectives import Objective, reference_value
 
 # (sort key, heading); the value column's heading is the objective's and sorts by rank like the rank column
@@ -94,13 +94,20 @@ def _default(dim: str) -> Any:
     return BoardQuery.__dataclass_fields__[dim].default
 
 
+class MissingReference(QueryError):
+    """``ref`` names no entry of this board (a 404 on the web: the parameter is well formed, its entry is absent)."""
+
+
 def reference(store, task: str, obj: Objective, query: BoardQuery) -> Any | None:
-    """The reference entry's list row (None without ``ref``); a QueryError when it has no value on this board."""
+    """The reference entry's list row (None without ``ref``); MissingReference when it has no value on this board."""
     if query.ref is None:
         return None
     found = store.list_rows([query.ref])
     row = found[0] if found else None
-    reference_value(row, task, obj)
+    try:
+        reference_value(row, task, obj)
+    except QueryError as e:
+        raise MissingReference(str(e)) from None
     return row
 
 

@@ -294,6 +294,14 @@ class Site:
     def entry_html(self, entry: Any, link: Link = server_link, **context: Any) -> str:
         return self._render("entry.html", link, **self.entry_context(entry, **context))
 
+    def api_html(self, document: dict[str, Any]) -> str:
+        """The server's /docs page: the OpenAPI ``document``'s operations and schemas, rendered here (no script:
+        it works offline and under the pages' Content-Security-Policy)."""
+        from daybreak.leaderboard.web.api_schema import component_fields, operations
+
+        return self._render("api.html", server_link, info=document["info"], openapi=document["openapi"],
+                            operations=operations(document), components=component_fields(document))
+
     # -- static export -------------------------------------------------------------------------------------
 
     def export(self, folder: Path) -> int:
