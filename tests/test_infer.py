@@ -1,5 +1,6 @@
 """`daybreak infer` on a real digits run: latency statistics, accuracy, cost, records, LoadGen, bad inputs."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -18,6 +19,7 @@ from daybreak.infer.latency import nearest_rank
 from daybreak.infer.loadgen import loadgen_available, parse_summary
 from daybreak.records.dawnbench_inference import JSON_FILE as DAWN_INFER_FILE
 from daybreak.records.inference import INFERENCE_FILE, InferenceResult
+from daybreak.tasks import TASKS, get_task
 from daybreak.tasks.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run
 
@@ -428,3 +430,16 @@ def test_no_counter_means_energy_unavailable_with_the_reason(digits_run, tmp_pat
     from daybreak.infer.commands import format_inference_summary
 
     assert re.search(r"energy +unavailable: .*does not exist", format_inference_summary(r))
+
+
+def test_infer_refuses_a_data_dir_it_would_ignore(digits_run, tmp_path, capsys):
+    """digits reads no folder: `infer --data-dir` was silently ignored; a file is no folder for a task with files."""
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["infer", str(digits_run), "--data-dir", str(tmp_path / "notes.txt")]) == 2
+    err = capsys.readouterr().err
+    assert single_line(err) and "task digits reads no data folder" in err
+    with_files = dataclasses.replace(get_task("digits"), has_data_dir=True)
+    with TASKS.override("digits", with_files):
+        assert main(["infer", str(digits_run), "--data-dir", str(tmp_path / "notes.txt")]) == 2
+    err = capsys.readouterr().err
+    assert single_line(err) and "notes.txt: not a folder" in err

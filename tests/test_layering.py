@@ -12,7 +12,8 @@ leaderboard. The top-level modules are placed by what they are:
 
 - foundation, below data/: ``errors``, ``text``, ``fileio``, ``version``, ``commands_index`` (plain helpers),
   ``registry`` (the registries' machinery), ``rules`` (the clock rule sets), ``metrics`` (the typed metrics), ``pricing`` (the
-  price catalog), ``launch`` and ``processes`` (process helpers), ``options`` (the option machinery) and
+  price catalog), ``launch`` and ``processes`` (process helpers), ``plugins`` (plug-in files for the registries),
+  ``options`` (the option machinery) and
   ``config`` (RunConfig: every run option, declared once), ``executors`` (where trial processes run: local
   subprocesses or a Slurm job array); each imports nothing above ``errors`` and ``rules``;
 - ``external`` (``daybreak time``) sits in the train/infer/sweep tier;
@@ -32,7 +33,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "daybreak"
 
 FOUNDATION = ("daybreak.errors", "daybreak.text", "daybreak.fileio", "daybreak.version", "daybreak.commands_index",
-              "daybreak.registry",
+              "daybreak.plugins", "daybreak.registry",
               "daybreak.rules", "daybreak.metrics", "daybreak.options", "daybreak.config", "daybreak.pricing",
               "daybreak.launch", "daybreak.processes", "daybreak.executors")
 # low to high; a module's rank is the index of the first prefix that names it

@@ -237,7 +237,8 @@ def repeat_plot(summary: Any, path: Path) -> Path:
     if t.mean_s is not None:
         ax.axhline(t.mean_s, color="black", label=f"mean {t.mean_s:.3f} s")
     if t.ci_low_s is not None and t.ci_high_s is not None and math.isfinite(t.ci_low_s):
-        ax.axhspan(t.ci_low_s, t.ci_high_s, alpha=0.15, color="grey", label=f"{int(t.confidence * 100)}% CI")
+        ax.axhspan(t.ci_low_s, t.ci_high_s, alpha=0.15, color="grey",
+                   label=f"{t.confidence * 100:g}% CI of the geometric mean")
     if t.olympic_mean_s is not None:
         ax.axhline(t.olympic_mean_s, color="tab:orange", linestyle=":", label=f"olympic mean {t.olympic_mean_s:.3f} s")
     if missed:

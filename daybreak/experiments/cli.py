@@ -146,6 +146,8 @@ def cmd_repeat(args: argparse.Namespace) -> int:
 
     run, exp, executor, invocation = _parts(args, "repeat")
     summary = repeat(run, exp, executor, invocation)
+    if summary is None:  # a node other than 0: node 0 records the experiment
+        return 0
     if args.json:
         print(summary.model_dump_json(indent=2))
     else:
@@ -180,6 +182,8 @@ def cmd_lesion(args: argparse.Namespace) -> int:
     else:
         get_task(run.task)
     summary = lesion(run, args.without, exp, executor, invocation)
+    if summary is None:
+        return 0
     if args.json:
         print(summary.model_dump_json(indent=2))
         return 0
@@ -206,7 +210,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     executor = dataclass_from_args(ExecutorOptions, args)
     shared = merge_values(RunConfig, load_toml(args.config, RunConfig) if getattr(args, "config", None) else {},
                           given(args, RunConfig, "ab"))
-    arms = []
+    arms, configs = [], []
     for prefix, default_name in (("a", "baseline"), ("b", "candidate")):
         arm = ArmOptions(**given(args, ArmOptions, "ab", prefix))
         values = merge_values(RunConfig, shared, load_toml(arm.config, RunConfig) if arm.config else {})
@@ -222,6 +226,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 raise ConfigError("--out DIR is required: the experiment directory")
             values["recipe"] = recipe_at_commit(str(values["recipe"]), arm.commit, exp.out, prefix)
         config = RunConfig(**values, command=invocation)
+        configs.append(config)
         arms.append(Arm(name=arm.name or default_name, directory=arm.name or default_name,
                         config=arm_options(config), commit=arm.commit,
                         program=shlex.split(arm.cmd) if arm.cmd else None))
@@ -229,6 +234,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise ConfigError("give --a-cmd and --b-cmd together (two external programs), or neither")
     if arms[0].name == arms[1].name:
         raise ConfigError(f"both arms are named {arms[0].name!r}: give --a-name and --b-name")
-    summary = ab(arms, exp, executor, invocation)
-    print(summary.model_dump_json(indent=2) if args.json else format_ab(summary))
+    summary = ab(arms, exp, executor, invocation, node=configs[0])
+    if summary is not None:
+        print(summary.model_dump_json(indent=2) if args.json else format_ab(summary))
     return 0
