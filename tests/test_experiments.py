@@ -197,6 +197,66 @@ def test_busy_policies():
     assert added[0].run_dir == "B/seed-1-rerun" and added[0].position == 6
 
 
+def test_compare_counts_unreached_trials_as_infinitely_slow_and_says_so():
+    """An ab record where the candidate missed the target in 2 of 9 pairs: the time ratio is rank-based with the
+    unreached pairs in it, the cost ratio too (cost to target of an unreached trial: infinite), the reached
+    fractions keep Fisher's test, and ab's output names the method and the pairs needed."""
+    from daybreak.experiments.stats import compare
+    from daybreak.records.ab_views import format_ab
+    from daybreak.records.experiment import ArmStats, AbSummary
+    from daybreak.records.provenance import Provenance
+    from daybreak.records.repeat import TimeStats
+
+    arms = _arms("A", "B")
+    seeds = list(range(9))
+    trials = trial_order(arms, seeds, "alternate", 0)
+    rng = np.random.default_rng(5)
+    for t in trials:
+        base = 10.0 + t.seed * 0.3
+        t.state, t.status, t.reached = "done", "reached", True
+        t.time_to_target_s = base * (1.0 if t.arm == "A" else float(rng.lognormal(0.1, 0.03)))
+        t.cost_usd = t.time_to_target_s / 3600
+        if t.arm == "B" and t.seed in (2, 6):
+            t.status, t.reached, t.time_to_target_s, t.cost_usd = "not_reached", False, None, None
+    record = Experiment(command="ab", arms=arms, seeds=seeds, trials=trials, confidence=0.95, effect=0.2,
+                        created_at=datetime.now(timezone.utc))
+    c = compare(record, "A", "B")
+    assert (c.time.n_pairs, c.time.n_censored) == (9, 2) and "Hodges-Lehmann" in c.time.method
+    a = {t.seed: t.time_to_target_s for t in trials if t.arm == "A"}
+    b = {t.seed: (t.time_to_target_s if t.reached else math.inf) for t in trials if t.arm == "B"}
+    assert c.time.ratio == pytest.approx(paired_ratio([a[s] for s in seeds], [b[s] for s in seeds],
+                                                      confidence=0.95).ratio)
+    assert c.cost is not None and c.cost.n_censored == 2
+    assert c.reached_p_value == pytest.approx(sps.fisher_exact([[9, 0], [7, 2]]).pvalue)
+    assert [p.effect for p in c.time.pairs_needed] == [0.05, 0.2]  # 5% and --effect
+    summary = AbSummary(task="digits", metric="top1", target=0.98, rules="dawnbench", comparison=c,
+                        arms=[ArmStats(arm=x, n_trials=9, n_reached=9, reached_fraction=1.0,
+                                       time_to_target=TimeStats(n=0)) for x in ("A", "B")],
+                        provenance=Provenance())
+    text = format_ab(summary)
+    assert "2 with one arm unreached (infinitely slow)" in text and "Wilcoxon signed-rank" in text
+    assert "95% CI" in text and "pairs for 5%" in text and "pairs for 20%" in text
+
+
+def test_trials_of_a_multi_node_experiment_carry_this_nodes_rank(tmp_path):
+    """--nnodes 2: a trial's config records the node count, its command line this node's rank and node 0's
+    address; on a node other than 0 a finished trial is its part done (node 0 records the run)."""
+    from daybreak.config import RunConfig
+    from daybreak.experiments.commands import arm_options
+    from daybreak.experiments.engine import trial_command, write_trial_config
+
+    config = RunConfig(task="digits", nnodes=2, node_rank=1, rdzv_endpoint="node0:29500")
+    arm = Arm(name="repeat", directory="", config=arm_options(config))
+    assert arm.config["nnodes"] == 2 and "node_rank" not in arm.config  # resumable from any node
+    trial = trial_order([arm], [0], "alternate", 0)[0]
+    record = Experiment(command="repeat", arms=[arm], seeds=[0], trials=[trial], node_rank=1,
+                        rdzv_endpoint="node0:29500", created_at=datetime.now(timezone.utc))
+    argv = trial_command(tmp_path, arm, trial, record)
+    assert argv[-4:] == ["--node-rank", "1", "--rdzv-endpoint", "node0:29500"]
+    assert "nnodes = 2" in write_trial_config(tmp_path, arm, trial).read_text()
+    assert "--node-rank" not in trial_command(tmp_path, arm, trial)  # one node: nothing added
+
+
 # --- end to end: fresh processes, resume, ab -------------------------------------------------------------------------
 
 def test_repeat_trials_are_fresh_daybreak_run_processes(tmp_path, capsys):
@@ -321,3 +381,30 @@ def test_target_significance_is_scipys_one_sided_t_test_and_stays_inside_the_acc
     assert (sig.ci_low, sig.ci_high) == pytest.approx(interval) and sig.n_at_or_above_target == 5
     wide = target_significance([0.97, 1.0, 1.0], 0.98, confidence=0.99)  # the t-interval would pass 100%
     assert wide.ci_high == 1.0 and wide.ci_low >= 0.0 and "clipped" in wide.note and not wide.significant
+
+
+@pytest.mark.slow
+def test_a_two_node_repeat_on_one_machine(tmp_path):
+    """`daybreak repeat --nnodes 2`: the same command on each "node" (two processes here), node 1 taking part in
+    every trial in step and node 0 recording each 2-process run (rank 0 lives on node 0: static rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    common = ["repeat", "digits", "--runs", "2", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
+              "--threads", "1"]
+    follower = subprocess.Popen([sys.executable, "-m", "daybreak", *common, "--node-rank", "1", "--out",
+                                 str(tmp_path / "n1")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lead = subprocess.run([sys.executable, "-m", "daybreak", *common, "--node-rank", "0", "--out",
+                           str(tmp_path / "n0")], capture_output=True, text=True, timeout=900)
+    _, err = follower.communicate(timeout=300)
+    assert lead.returncode == 0, lead.stderr
+    assert follower.returncode == 0 and "node 1: took part in 2 trials" in err, err
+    s = RepeatSummary.load(tmp_path / "n0")
+    assert s.n_runs == 2 and s.n_reached == 2
+    for row in s.runs:
+        r = RunResult.load(tmp_path / "n0" / row.run_dir)
+        assert (r.world_size, r.nodes) == (2, 2)
+    assert not list((tmp_path / "n1").glob("seed-*/result.json"))  # node 1 records nothing
+    assert [t.state for t in Experiment.load(tmp_path / "n1").trials] == ["done", "done"]
