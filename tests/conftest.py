@@ -105,6 +105,10 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DAYBREAK_DATA", str(root / "data"))
     monkeypatch.setenv("DAYBREAK_CACHE", str(root / "cache"))
     monkeypatch.setenv("DAYBREAK_DB", f"sqlite:///{root / 'leaderboard.sqlite'}")
+    # A peak measured on a busy machine, or with repeats far apart, is not a ceiling (daybreak.sweep.peak); the
+    # tests share 2 cores with other work, so outside the tests of that rule the ceilings are kept (noted), and
+    # no test depends on how loaded the machine is. tests/test_throughput.py's peak tests unset it.
+    monkeypatch.setenv("DAYBREAK_PEAK_ACCEPT_NOISY", "1")
     yield
 
 

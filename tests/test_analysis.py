@@ -429,7 +429,14 @@ def test_scaling_from_sweep_and_runs(repeat_dir, tmp_path, capsys):
     assert (r2["ideal_speedup"], r2["efficiency_basis"]) == (2.0, "same_threads_per_process")
     assert r2["tta_efficiency"] == pytest.approx(10.0 / 8.0 / 2) and r2["epoch_efficiency"] == pytest.approx(2.5 / 2)
     assert (out / "scaling.png").stat().st_size > 0
-    assert "TTA speedup" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "TTA speedup" in text
+    # an efficiency above 100% is flagged in the record, the tables and scaling.md, never printed as a plain fact
+    # (`analyze scaling` printed 402% unflagged): these sweep rows predate the sweep's own flags
+    assert not g["rows"][0]["flags"] and "scaling efficiency 300% is above 100%" in g["rows"][2]["flags"][0]
+    assert "time-per-epoch efficiency 125% is above 100%" in r2["flags"][0] and not r1["flags"]
+    assert "300% (!)" in text and "125% (!)" in text and "(!) scaling efficiency 300%" in text
+    assert "(!) time-per-epoch efficiency 125%" in (out / "scaling.md").read_text()
 
 
 def test_cpu_runs_and_cpu_sweep_rows_share_the_ideal(repeat_dir, tmp_path):
@@ -459,6 +466,24 @@ def _peak_file(path: Path, flops: float = 5e10, bandwidth: float = 2e9) -> Path:
                    flops_per_s={"fp32": flops}, bandwidth_bytes_per_s=bandwidth, measured_at=datetime.now(timezone.utc))
     path.write_text(p.model_dump_json())
     return path
+
+
+def test_a_utilization_above_100_percent_is_flagged_in_the_record():
+    """A point whose achieved FLOP/s exceed the measured peak (a peak measured on a busy machine once gave
+    50,998%): the record's notes carry the (!) flag with the reason, and the table marks the figure."""
+    from daybreak.analysis.roofline import RooflineAnalysis, RooflinePoint, _fill, table_rows
+    from daybreak.records.throughput import PeakResult
+
+    peak = PeakResult(machine_key="k", device="cpu", device_name="x", torch="t", flops_per_s={"fp32": 7.7e6},
+                      bandwidth_bytes_per_s=1e9, measured_at=datetime.now(timezone.utc))
+    point = _fill(RooflinePoint(kind="sweep", label="p", source="s", precision="fp32", world_size=1,
+                                achieved_flops_per_s=3.9e9), peak)
+    assert point.utilization == pytest.approx(3.9e9 / 7.7e6)
+    assert any(n.startswith("(!) utilization 50649% of the measured fp32 peak is above 100%") for n in point.notes)
+    from daybreak.records.provenance import Provenance
+
+    _, body = table_rows(RooflineAnalysis(points=[point], provenance=Provenance()))
+    assert any("(!)" in cell for cell in body[0])
 
 
 def test_roofline_of_a_run_and_a_sweep(repeat_dir, tmp_path, capsys):

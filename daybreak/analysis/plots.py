@@ -186,6 +186,15 @@ def scaling_plot(a: Any, path: Path) -> Path:
                     label=safe(f"time per epoch: {g.label}", 70))
             lines += 1
         top = max([top] + [r.world_size for r in g.rows])
+    flagged = [(r.world_size, r.speedup) for g in a.throughput for r in g.rows if r.flags and r.speedup is not None]
+    flagged += [(r.world_size, s) for g in a.runs for r in g.rows if r.flags
+                for s in (r.tta_speedup, r.epoch_speedup) if s is not None]
+    if flagged:  # a figure above its ceiling: a red ring and (!), as the sweep's own plots do
+        ax.scatter([x for x, _ in flagged], [y for _, y in flagged], s=160, facecolors="none", edgecolors="red",
+                   zorder=4, label="(!) above 100% efficiency")
+        for x, y in flagged:
+            ax.annotate("(!)", (x, y), textcoords="offset points", xytext=(6, 6), color="red", fontsize=8)
+        lines += 1
     ax.plot([1, top], [1, top], linestyle="--", color="grey", label="linear")
     from matplotlib.ticker import MaxNLocator
 

@@ -466,6 +466,8 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         images.append(plots.scaling_plot(scaling, out / "scaling.png"))
         s.image("scaling.png", "speedup against devices")
         s.text(scaling.method + ".")
+        for f in sc.flag_lines(scaling):
+            s.text(f"(!) {f}")
         for n in scaling.notes:
             s.text(n)
         return s
