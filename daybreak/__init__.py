@@ -9,8 +9,8 @@ In a notebook::
     result.time_to_target_s, result.clocks["mlperf"].time_to_target_s
 
     base = RunConfig(task="digits", target="97%")
-    summary = daybreak.repeat(base, runs=5, out="exp/digits5")         # 5 fresh processes
-    ab = daybreak.ab(base, base.with_(overrides={"lr": 0.2}), runs=5, out="exp/lr")
+    summary = daybreak.repeat(base, runs=2, out="exp/digits2")         # 2 fresh processes
+    ab = daybreak.ab(base, base.with_(overrides={"lr": 0.2}), runs=2, out="exp/lr")
     ab.comparison.time.ratio, ab.comparison.time.ci_low, ab.comparison.time.verdict
 
 Every keyword is a field of ``RunConfig`` (the same options as the command line, checked by the same readers:

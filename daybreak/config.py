@@ -75,7 +75,7 @@ def parse_rules(value: Any) -> str:
     return one_of(*RULE_SETS)(value)
 
 
-class RunConfig(OptionModel):
+class RunConfig(OptionModel, init=False):
     """A run as asked for. Everything but the task is optional; ``resolve_run_spec`` checks what depends on
     several options (the recipe's hyperparameters, the price) before any work."""
 

@@ -29,7 +29,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Iterator
+from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -220,10 +220,19 @@ def _shown(value: Any) -> str:
 
 class OptionModel(BaseModel):
     """A typed config whose annotated fields are options. Constructing one checks every value with its option's
-    ``parse``; unknown names and bad values are one ``ConfigError`` line (never pydantic's multi-line report)."""
+    ``parse``; unknown names and bad values are one ``ConfigError`` line (never pydantic's multi-line report).
+
+    A subclass is declared ``class RunConfig(OptionModel, init=False)``: a type checker then takes this
+    ``__init__(**values: Any)`` instead of synthesizing one from the fields' types (PEP 681), because the readers
+    accept more forms than a field's type says (``target="90%"``, a path as text, a count as text from a flag); a
+    field read back has its declared type (``RunConfig(target="90%").target`` is the float 0.9)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
     FILE_TITLE: ClassVar[str] = "config"
+
+    def __init_subclass__(cls, init: bool = True, **kwargs: Any) -> None:
+        """``init=False`` is for type checkers (above); pydantic receives the other class keywords."""
+        super().__init_subclass__(**kwargs)
 
     def __init__(self, **values: Any) -> None:
         unknown = [k for k in values if k not in type(self).model_fields]
@@ -258,7 +267,7 @@ class OptionModel(BaseModel):
     def default_of(cls, name: str) -> Any:
         return cls.model_fields[name].get_default(call_default_factory=True)
 
-    def with_(self, **changes: Any):
+    def with_(self: OptionModelT, **changes: Any) -> OptionModelT:
         """A changed copy, checked like a new one."""
         return type(self).model_validate({**self.model_dump(), **changes})
 
@@ -267,6 +276,9 @@ class OptionModel(BaseModel):
 # the layers that know the other commands (the command line and the Python API, daybreak/__init__.py), so that a
 # key of another command is named as such instead of as a misspelling of the nearest run option.
 UNKNOWN_KEY_HINTS: list[Callable[[str], str | None]] = []
+
+
+OptionModelT = TypeVar("OptionModelT", bound=OptionModel)
 
 
 def unknown_key_message(key: str, known: Iterable[str], what: str) -> str:

@@ -45,7 +45,7 @@ examples:
   daybreak ab mnist --a-cmd "python train.py" --b-cmd "python train.py --fast" --runs 5 --out exp/ext"""
 
 
-class ArmOptions(OptionModel):
+class ArmOptions(OptionModel, init=False):
     """What makes one arm of `daybreak ab` differ from the options both arms share."""
 
     name: Annotated[str | None, Opt(

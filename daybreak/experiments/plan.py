@@ -21,7 +21,7 @@ G_EXP = "experiment"
 BUSY_POLICIES = ("keep", "exclude", "rerun")
 
 
-class ExperimentConfig(OptionModel):
+class ExperimentConfig(OptionModel, init=False):
     """The options of an experiment itself (its trials take every run option: daybreak.config.RunConfig)."""
 
     out: Annotated[Path | None, Opt(
