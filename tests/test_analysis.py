@@ -217,6 +217,19 @@ def test_repeat_summary_statistics(repeat_dir):
     assert s.provenance.system is not None and len(s.provenance.inputs) == 4 and s.complete
 
 
+def test_repeat_prints_the_mlperf_score_and_the_rule_it_used(repeat_dir):
+    """Under --rules mlperf the summary's score is MLPerf's (the rule in words, the seeds scored); the text says so."""
+    from daybreak.analysis.repeat import RepeatSummary, format_repeat
+
+    s = RepeatSummary.load(repeat_dir)
+    times = [r.time_to_target_s if r.reached else math.inf for r in s.runs]
+    s = s.model_copy(update={"score": stats.mlperf_score(times + [math.inf, times[0]], 5)})
+    s.seeds = s.seeds + [4, 5]
+    text = format_repeat(s)
+    assert "MLPerf score" in text and "rule           MLPerf: olympic mean" in text
+    assert "window of 5 consecutive runs" in text and "over seeds" in text
+
+
 def test_repeat_records_unreached_runs_and_goes_on(tmp_path, capsys):
     out = tmp_path / "rep"
     code = main(["repeat", "digits", "--runs", "2", "--out", str(out), "--target", "0.999", "--set", "epochs=1",

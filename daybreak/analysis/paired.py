@@ -170,17 +170,18 @@ def signed_rank_critical(n: int, confidence: float) -> int | None:
     if n > EXACT_RANKS_MAX:
         mean = n * (n + 1) / 4
         sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-        c = math.floor(mean + float(sps.norm.ppf(tail)) * sd - 0.5)
-        return c if c >= 0 else None
+        approx = math.floor(mean + float(sps.norm.ppf(tail)) * sd - 0.5)
+        return approx if approx >= 0 else None
     counts = signed_rank_counts(n)
     total = 2 ** n
-    cumulative, c = 0, None
+    cumulative = 0
+    critical: int | None = None
     for t, k in enumerate(counts):
         cumulative += k
         if cumulative * 1.0 / total > tail:
             break
-        c = t
-    return c
+        critical = t
+    return critical
 
 
 def _rank_method(est: RatioEstimate, logs: list[float], confidence: float) -> None:

@@ -82,9 +82,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "repeat", formatter_class=HelpFormatter, epilog=REPEAT_EXAMPLES,
         help=help_of("repeat"),
         description="Run N seeds of a run configuration and write DIR/summary.json: time-to-target mean, sample "
-                    "std, coefficient of variation, confidence interval of the mean, MLPerf's olympic mean (needs "
-                    ">= 3 reached runs), the fraction that reached the target, the mean final accuracy with its "
-                    "interval and whether it is above the target at p < 1 - --confidence." + EXPERIMENT_NOTE +
+                    "std, coefficient of variation, the geometric mean with its interval (Student t on the log "
+                    "times, at --confidence), the olympic mean (needs >= 3 reached runs; under --rules mlperf "
+                    "MLPerf's scoring: one non-converging run may be the slowest dropped, two invalidate the set, "
+                    "more runs than --scored-runs are scored by the median window), the fraction that reached the "
+                    "target, the mean final accuracy with its interval and whether it is above the target at p < 1 "
+                    "- --confidence." + EXPERIMENT_NOTE +
                     " Exit status 0 if a trial reached the target, 3 if none did, 5 if a trial crashed.")
     add_flags(p, RunConfig, "repeat", positional=("task",), config_file=True, title="options of each trial (as for "
               "`daybreak run`)")
@@ -114,11 +117,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "file at two commits, or two external programs (--a-cmd/--b-cmd, timed from their MLPerf logs "
                     "as `daybreak time` does). Pair i runs A and B with seed S+i, one right after the other, the "
                     "order alternating. Prints the ratio B/A of time-to-target (and of cost and energy where "
-                    "measured): the geometric mean over the pairs with a Student-t interval of the log ratios, the "
-                    "paired p-value and a bootstrap interval as a check, each arm's reached fraction and accuracy, "
-                    "and a verdict that says 'not distinguishable' when the interval contains 1. "
-                    "--until-significant adds pairs until the interval is narrow enough or the budget is spent. "
-                    "Writes DIR/ab.json and ab.md." + EXPERIMENT_NOTE)
+                    "measured): when every pair reached the target, the geometric mean over the pairs with a "
+                    "Student-t interval of the log ratios and the paired p-value (a bootstrap interval as a check "
+                    "where the pairs allow enough distinct resamples); when a trial did not, it counts as infinitely "
+                    "slow and the ratio is the Hodges-Lehmann estimate with a Wilcoxon signed-rank interval (the "
+                    "method is named). Also each arm's reached fraction (Fisher's exact test) and accuracy, how many "
+                    "pairs the observed spread needs to tell a 5% difference (and --effect), and a verdict that "
+                    "says 'not distinguishable' when the interval contains 1. --until-significant adds pairs until "
+                    "the interval is narrow enough or the budget is spent. Writes DIR/ab.json and ab.md."
+                    + EXPERIMENT_NOTE)
     add_flags(p, RunConfig, "ab", positional=("task",), config_file=True,
               title="options both arms share (as for `daybreak run`)")
     for arm, title in (("a", "the baseline (A)"), ("b", "the candidate (B)")):

@@ -23,7 +23,8 @@ def arm_stats(record: Experiment, arm: str, target: float) -> ArmStats:
         arm=arm, n_trials=len(trials), n_reached=len(reached),
         reached_fraction=len(reached) / len(trials) if trials else None,
         n_busy=sum(1 for t in everyone if t.busy), n_excluded=len(everyone) - len(trials),
-        time_to_target=time_stats([t.time_to_target_s for t in reached], confidence=record.confidence),
+        time_to_target=time_stats([t.time_to_target_s for t in reached if t.time_to_target_s is not None],
+                                  confidence=record.confidence),
         accuracy=target_significance(accuracies, target, alpha=1 - record.confidence,
                                      confidence=record.confidence) if accuracies else None,
         mean_cost_usd=mean(costs) if costs else None, mean_energy_j=mean(energies) if energies else None,
@@ -45,7 +46,8 @@ def compare(record: Experiment, baseline: str, candidate: str) -> Comparison:
     def value(trial: Trial, attr: str) -> float | None:
         if not (trial.reached and trial.time_to_target_s is not None):
             return math.inf
-        return getattr(trial, attr)
+        got: float | None = getattr(trial, attr)
+        return got
 
     def ratio(attr: str) -> RatioEstimate | None:
         a = [value(x, attr) for x, _ in both]
