@@ -153,7 +153,8 @@ def test_readme_experiment_and_analysis_examples(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert _run(EXPERIMENTS[0]) == 0  # stability over 5 seeds
     s = RepeatSummary.load(tmp_path / "exp" / "digits5")
-    assert s.n_runs == 5 and s.n_reached >= 1 and s.time_to_target.ci_low_s is None or s.time_to_target.ci_low_s > 0
+    assert s.n_runs == 5 and s.n_reached >= 1
+    assert s.time_to_target.ci_low_s is None or s.time_to_target.ci_low_s > 0  # a time's interval is never negative
     assert _run(EXPERIMENTS[1]) == 0  # after a kill: only the unfinished trials (here none)
     exp = Experiment.load(tmp_path / "exp" / "digits5")
     assert len(exp.invocations) == 2 and {t.invocation for t in exp.trials} == {0}
