@@ -431,9 +431,10 @@ def test_a_sweep_measures_only_the_precisions_and_thread_counts_it_needs():
     threads = {threads_per_process(1, "cpu"), threads_per_process(2, "cpu")}
     assert peak_needs(configs) == {t: ["fp32"] for t in threads}
     log: list[str] = []
-    start = time.perf_counter()
     peaks = sweep_peaks(options, configs, log.append)
-    assert time.perf_counter() - start <= 3.0 + 2.0
+    # the --peak-budget is shared out between the thread counts (how long the measurements took depends on the
+    # machine's load, so the test checks the shares, not the wall time)
+    assert sum(p.budget_s or 0.0 for p in peaks.values()) <= 3.0
     assert set(peaks) == threads
     for t, p in peaks.items():
         assert p.threads == t and set(p.flops_per_s) == {"fp32"}

@@ -28,8 +28,8 @@ class TimeStats(BaseModel):
     cv: NonNegative | None = None  # std / mean
     geometric_mean_s: Seconds | None = None  # exp(mean(log time))
     confidence: Fraction = CONFIDENCE
-    ci_low_s: Seconds | None = None  # interval of the geometric mean: Student-t on the log times, exponentiated
-    ci_high_s: Seconds | None = None
+    ci_low_s: float | None = None  # interval of the geometric mean: Student-t on the log times, exponentiated (older
+    ci_high_s: float | None = None  # records: of the arithmetic mean, whose low end could be below 0)
     olympic_mean_s: Seconds | None = None  # fastest and slowest dropped; needs n >= 3
     min_s: Seconds | None = None
     median_s: Seconds | None = None
