@@ -60,7 +60,7 @@ def format_ab(s: AbSummary) -> str:
     lines = [f"daybreak ab: {c.candidate} vs {c.baseline} on {s.task} (target {s.target * 100 if pct else s.target:g}"
              f"{'%' if pct else ''} {s.metric}, {s.rules} clock){'' if s.complete else '  [UNFINISHED]'}"]
     lines += [_arm_line(a, pct) for a in s.arms]
-    lines.append(f"  ratio {c.candidate} / {c.baseline} (geometric mean over same-seed pairs):")
+    lines.append(f"  ratio {c.candidate} / {c.baseline} over same-seed pairs (the method below):")
     lines += _ratio_line("time to target", c.time)
     if c.cost is not None:
         lines += _ratio_line("cost to target", c.cost)
