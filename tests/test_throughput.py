@@ -432,9 +432,11 @@ def test_a_sweep_measures_only_the_precisions_and_thread_counts_it_needs():
     assert peak_needs(configs) == {t: ["fp32"] for t in threads}
     log: list[str] = []
     peaks = sweep_peaks(options, configs, log.append)
-    # the --peak-budget is shared out between the thread counts (how long the measurements took depends on the
-    # machine's load, so the test checks the shares, not the wall time)
-    assert sum(p.budget_s or 0.0 for p in peaks.values()) <= 3.0
+    # the --peak-budget is shared out between the thread counts, the fewest threads first: an equal part of what is
+    # left each (how long the measurements took depends on the machine's load, so the test checks the shares, not
+    # the wall time)
+    budgets = [peaks[t].budget_s for t in sorted(peaks)]
+    assert budgets[0] <= 3.0 / len(budgets) and all(b is not None and 0 < b <= 3.0 for b in budgets)
     assert set(peaks) == threads
     for t, p in peaks.items():
         assert p.threads == t and set(p.flops_per_s) == {"fp32"}
