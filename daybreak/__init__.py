@@ -9,8 +9,8 @@ In a notebook::
     result.time_to_target_s, result.clocks["mlperf"].time_to_target_s
 
     base = RunConfig(task="digits", target="97%")
-    summary = daybreak.repeat(base, runs=5, out="exp/digits5")         # 5 fresh processes
-    ab = daybreak.ab(base, base.with_(overrides={"lr": 0.2}), runs=5, out="exp/lr")
+    summary = daybreak.repeat(base, runs=2, out="exp/digits2")         # 2 fresh processes
+    ab = daybreak.ab(base, base.with_(overrides={"lr": 0.2}), runs=2, out="exp/lr")
     ab.comparison.time.ratio, ab.comparison.time.ci_low, ab.comparison.time.verdict
 
 Every keyword is a field of ``RunConfig`` (the same options as the command line, checked by the same readers:
@@ -40,12 +40,45 @@ def __getattr__(name: str) -> Any:
     if name == "RunConfig":
         from daybreak.config import RunConfig
 
+        install_option_hints()
         return RunConfig
     raise AttributeError(f"module 'daybreak' has no attribute {name!r}")
 
 
+def other_commands_option(key: str) -> str | None:
+    """Which commands take ``key`` as an option (for an unknown key's message: ``runs = 5`` in a run config is
+    `daybreak repeat`'s --runs, not a misspelt 'rules'); None if none does."""
+    import dataclasses
+
+    from daybreak.config import RunConfig
+    from daybreak.executors import ExecutorOptions
+    from daybreak.experiments.plan import ExperimentConfig
+
+    for model in (RunConfig, ExperimentConfig):
+        opt = model.options().get(key)
+        if opt is not None and opt.commands:
+            names = [f"`daybreak {c}`" for c in sorted(opt.commands)]
+            where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            return f"that is {opt.flag} of {where}; give it to {'that command' if len(names) == 1 else 'those'}"
+    field = next((f for f in dataclasses.fields(ExecutorOptions) if f.name == key), None)
+    if field is not None and field.metadata.get("flag"):
+        return (f"that is {field.metadata['flag']} of the experiment commands (`daybreak repeat`, `lesion`, `ab`), "
+                f"where their trials run; give it to them")
+    return None
+
+
+def install_option_hints() -> None:
+    """Let an unknown option's message name the command it belongs to (daybreak.options.UNKNOWN_KEY_HINTS)."""
+    from daybreak.options import UNKNOWN_KEY_HINTS
+
+    if other_commands_option not in UNKNOWN_KEY_HINTS:
+        UNKNOWN_KEY_HINTS.append(other_commands_option)
+
+
 def _config(config: "RunConfig | str | None", overrides: dict[str, Any], **defaults: Any) -> "RunConfig":
     from daybreak.config import RunConfig
+
+    install_option_hints()
 
     if isinstance(config, str):
         config = RunConfig(task=config)
@@ -81,7 +114,9 @@ def repeat(config: "RunConfig | str | None" = None, /, *, runs: int = 5, out: st
     from daybreak.experiments.commands import repeat as _repeat
 
     exp, executor, invocation, rest = _experiment("repeat", {**options, "runs": runs, "out": out})
-    return _repeat(_config(config, rest), exp, executor, invocation)
+    summary = _repeat(_node_zero(_config(config, rest)), exp, executor, invocation)
+    assert summary is not None  # node 0 records it
+    return summary
 
 
 def ab(baseline: "RunConfig", candidate: "RunConfig", /, *, runs: int = 5, out: str | Path,
@@ -92,8 +127,20 @@ def ab(baseline: "RunConfig", candidate: "RunConfig", /, *, runs: int = 5, out: 
     from daybreak.records.experiment import Arm
 
     exp, executor, invocation, rest = _experiment("ab", {**options, "runs": runs, "out": out})
-    arms = [Arm(name=n, directory=n, config=arm_options(_config(c, rest))) for n, c in zip(names, (baseline, candidate))]
-    return _ab(arms, exp, executor, invocation)
+    configs = [_node_zero(_config(c, rest)) for c in (baseline, candidate)]
+    arms = [Arm(name=n, directory=n, config=arm_options(c)) for n, c in zip(names, configs)]
+    summary = _ab(arms, exp, executor, invocation, node=configs[0])
+    assert summary is not None  # node 0 records it
+    return summary
+
+
+def _node_zero(config: "RunConfig") -> "RunConfig":
+    """The API drives node 0 of a multi-node experiment; the other nodes join with the command line."""
+    if config.node_rank != 0:
+        raise ConfigError(f"node_rank={config.node_rank}: the Python API runs node 0 (which records the experiment); "
+                          f"start node {config.node_rank} with `daybreak repeat|ab ... --node-rank "
+                          f"{config.node_rank}`")
+    return config
 
 
 def infer_run(run_dir: str | Path, /, **options: Any) -> "InferenceResult":

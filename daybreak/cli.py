@@ -110,6 +110,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                "(one line on stderr), 130 interrupted; `daybreak run`: 3 below the target, 4 diverged, 5 failed.",
     )
     parser.add_argument("--version", action="version", version=f"daybreak {__version__}")
+    parser.add_argument("--plugin", metavar="FILE", action="append",
+                        help="a Python file that registers tasks, readers, models or recipes (repeatable; anywhere on "
+                             "the command line before a --; also DAYBREAK_PLUGINS=FILE:FILE): no packaging needed")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=False)
     if argv is None:
         wanted = modules()
@@ -146,12 +149,24 @@ def _user_path(err: OSError, argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--plugin" or a.startswith("--plugin=") for a in argv):
+        from daybreak.plugins import take_plugin_flags
+
+        try:
+            argv = take_plugin_flags(argv)
+        except DaybreakError as e:
+            print(f"daybreak: error: {e}", file=sys.stderr)
+            return e.exit_code
     parser = build_parser(argv)
     args = parser.parse_args(argv)  # a usage error: one line on stderr, SystemExit(2)
     args.argv = argv  # the command line as given (commands that re-launch themselves need it)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    if "daybreak.options" in sys.modules:  # a command with options: an unknown key names the command it belongs to
+        from daybreak import install_option_hints
+
+        install_option_hints()
     old_term = _sigterm_as_interrupt()
     try:
         return int(args.func(args) or 0)

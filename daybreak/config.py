@@ -13,14 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from daybreak.errors import ConfigError
 from daybreak.options import (Opt, OptionModel, int_at_least, number_in, one_of, parse_assignments, parse_bool,
                               parse_path, parse_seed, parse_target, parse_text)
 from daybreak.rules import DEFAULT_RULES, RULE_SETS
 
 # Who takes what. A trial of an experiment is a `daybreak run`, so the experiment commands take every run option
-# (but --out, which names the experiment's directory there).
+# (but --out, which names the experiment's directory there; tests/test_options.py diffs the parsers).
 RUN = frozenset({"run"})
 EXPERIMENTS = frozenset({"repeat", "lesion", "ab"})
 TRIAL = RUN | EXPERIMENTS
@@ -74,7 +75,7 @@ def parse_rules(value: Any) -> str:
     return one_of(*RULE_SETS)(value)
 
 
-class RunConfig(OptionModel):
+class RunConfig(OptionModel, init=False):
     """A run as asked for. Everything but the task is optional; ``resolve_run_spec`` checks what depends on
     several options (the recipe's hyperparameters, the price) before any work."""
 
@@ -201,15 +202,27 @@ class RunConfig(OptionModel):
         "--nproc-per-node", "processes (devices) on this node", parse=int_at_least(1), commands=TRIAL,
         metavar="N", group=G_LAUNCH)] = 1
     nnodes: Annotated[int, Opt(
-        "--nnodes", "number of nodes", parse=int_at_least(1), commands=RUN, metavar="M", group=G_LAUNCH)] = 1
+        "--nnodes", "number of nodes", parse=int_at_least(1), commands=TRIAL, metavar="M", group=G_LAUNCH,
+        help_in=tuple((c, "number of nodes each trial spans: run the same command on every node with its "
+                          "--node-rank; node 0 records the experiment, the others take part in each trial in "
+                          "the same order") for c in EXPERIMENTS))] = 1
     node_rank: Annotated[int, Opt(
-        "--node-rank", "this node's rank, 0..M-1", parse=int_at_least(0), commands=RUN | {"throughput"}, metavar="R",
-        group=G_LAUNCH, recorded=False, help_in=(("throughput", "this node's rank (node 0 records the results)"),))] = 0
+        "--node-rank", "this node's rank, 0..M-1", parse=int_at_least(0), commands=TRIAL | {"throughput"},
+        metavar="R", group=G_LAUNCH, recorded=False,
+        help_in=(("throughput", "this node's rank (node 0 records the results)"),))] = 0
     rdzv_endpoint: Annotated[str | None, Opt(
         "--rdzv-endpoint", "rendezvous address (node 0) when M > 1", parse=parse_endpoint,
-        commands=RUN | {"throughput"}, metavar="HOST:PORT", group=G_LAUNCH, recorded=False,
+        commands=TRIAL | {"throughput"}, metavar="HOST:PORT", group=G_LAUNCH, recorded=False,
         help_in=(("throughput", "with --nodes > 1: node 0's address and a free port"),))] = None
     dist_timeout_s: Annotated[float, Opt(
         "--dist-timeout", "seconds a collective may wait for a slow or dead rank before the run fails",
         parse=number_in(0, low_open=True), commands=TRIAL, metavar="S", group=G_LAUNCH)] = DEFAULT_TIMEOUT_S
     command: list[str] = Field(default_factory=list)  # the command line that asked for it (recorded; not an option)
+
+    @model_validator(mode="after")
+    def _one_evaluation_schedule(self) -> "RunConfig":
+        """--eval-every N epochs or --eval-every-steps N steps: one schedule, never both silently."""
+        if self.eval_every_steps is not None and self.eval_every_epochs != 1:
+            raise ConfigError(f"--eval-every {self.eval_every_epochs} and --eval-every-steps {self.eval_every_steps} "
+                              "are two evaluation schedules: give one")
+        return self

@@ -49,7 +49,9 @@ def torchrun_command(spec: LaunchSpec, module: str, args: list[str]) -> list[str
     if spec.nnodes == 1:
         cmd.append("--standalone")  # a free local port, no external rendezvous
     else:
-        cmd += [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", "--rdzv-backend=c10d",
+        # static: global rank = --node-rank x processes + local rank, so node 0 hosts rank 0, which writes the
+        # records into node 0's --out (c10d ranks the nodes in the order they arrive and ignores --node-rank)
+        cmd += [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", "--rdzv-backend=static",
                 f"--rdzv-endpoint={spec.rdzv_endpoint}"]
     return cmd + ["-m", module, *args]
 

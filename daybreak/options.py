@@ -29,7 +29,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Iterator
+from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -116,14 +116,11 @@ def number_in(low: float, high: float = math.inf, *, low_open: bool = False) -> 
 
 
 def parse_bool(value: Any) -> bool:
+    """A boolean is a boolean: true or false in a file, True or False from Python (a flag sets it itself); text
+    such as "yes" or a number is refused rather than guessed."""
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("expected true or false")
+    raise ValueError("expected true or false (a boolean, not text or a number)")
 
 
 def parse_path(value: Any) -> Path:
@@ -157,11 +154,15 @@ def parse_assignments(value: Any) -> dict[str, Any]:
     """``--set KEY=VALUE`` items (a list of text) or a table (a file, the API) -> {key: value}. Text values are
     typed later by the recipe's defaults (daybreak.recipes.parse_overrides)."""
     if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise ValueError("expected a table of KEY = VALUE (names are text)")
         return dict(value)
     if isinstance(value, str):
         value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("expected a table of KEY = VALUE (in a file, an [overrides] table; from Python, a dict)")
     out: dict[str, Any] = {}
-    for item in value or []:
+    for item in value:
         if not isinstance(item, str) or "=" not in item:
             raise ValueError(f"{item!r}: expected KEY=VALUE")
         key, raw = (s.strip() for s in item.split("=", 1))
@@ -219,10 +220,19 @@ def _shown(value: Any) -> str:
 
 class OptionModel(BaseModel):
     """A typed config whose annotated fields are options. Constructing one checks every value with its option's
-    ``parse``; unknown names and bad values are one ``ConfigError`` line (never pydantic's multi-line report)."""
+    ``parse``; unknown names and bad values are one ``ConfigError`` line (never pydantic's multi-line report).
+
+    A subclass is declared ``class RunConfig(OptionModel, init=False)``: a type checker then takes this
+    ``__init__(**values: Any)`` instead of synthesizing one from the fields' types (PEP 681), because the readers
+    accept more forms than a field's type says (``target="90%"``, a path as text, a count as text from a flag); a
+    field read back has its declared type (``RunConfig(target="90%").target`` is the float 0.9)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
     FILE_TITLE: ClassVar[str] = "config"
+
+    def __init_subclass__(cls, init: bool = True, **kwargs: Any) -> None:
+        """``init=False`` is for type checkers (above); pydantic receives the other class keywords."""
+        super().__init_subclass__(**kwargs)
 
     def __init__(self, **values: Any) -> None:
         unknown = [k for k in values if k not in type(self).model_fields]
@@ -257,13 +267,27 @@ class OptionModel(BaseModel):
     def default_of(cls, name: str) -> Any:
         return cls.model_fields[name].get_default(call_default_factory=True)
 
-    def with_(self, **changes: Any):
+    def with_(self: OptionModelT, **changes: Any) -> OptionModelT:
         """A changed copy, checked like a new one."""
         return type(self).model_validate({**self.model_dump(), **changes})
 
 
+# Where else a name is an option ("runs" -> "an option of `daybreak repeat`, ..."): functions of the key, installed by
+# the layers that know the other commands (the command line and the Python API, daybreak/__init__.py), so that a
+# key of another command is named as such instead of as a misspelling of the nearest run option.
+UNKNOWN_KEY_HINTS: list[Callable[[str], str | None]] = []
+
+
+OptionModelT = TypeVar("OptionModelT", bound=OptionModel)
+
+
 def unknown_key_message(key: str, known: Iterable[str], what: str) -> str:
-    near = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    known = list(known)
+    for hint_of in UNKNOWN_KEY_HINTS:
+        elsewhere = hint_of(key)
+        if elsewhere:
+            return f"unknown {what} {key!r}: {elsewhere}"
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]!r}?" if near else f"; known: {', '.join(known)}"
     return f"unknown {what} {key!r}{hint}"
 

@@ -2,7 +2,8 @@
 
 A registry fills itself on first use: it imports every module of its ``package`` (each registers its entries)
 and loads its entry-point group, so installed packages add tasks, models and recipes with
-``[project.entry-points."daybreak.tasks"] mytask = "mypackage.mytask"`` (a module that registers when imported).
+``[project.entry-points."daybreak.tasks"] mytask = "mypackage.mytask"`` (a module that registers when imported),
+and plug-in files (``--plugin FILE``, ``DAYBREAK_PLUGINS``: daybreak.plugins) do the same without packaging.
 Discovery runs once, under a lock: threads that ask while it runs (a web server's first requests) wait for the
 whole registry instead of reading a half-filled one; the discovering thread itself (a module that reads the
 registry while it is imported) sees what is registered so far.
@@ -66,6 +67,9 @@ class Registry(Generic[T]):
                             importlib.import_module(f"{self.package}.{info.name}")
                 if self.entry_point_group is not None:
                     self._load_entry_points()
+                    from daybreak.plugins import load_plugins
+
+                    load_plugins()  # plug-in files (--plugin, DAYBREAK_PLUGINS) register into any registry
                 self._discovered = True
             finally:
                 self._discovering = False

@@ -160,7 +160,10 @@ echo "torch==$TORCH_VERSION" >"$TMP/constraints.txt"
 EXTRAS="test,loadgen,slurm"
 [ "$GPU" = nvidia ] && EXTRAS="$EXTRAS,energy"  # NVML's energy counter (nvidia-ml-py) where there is a GPU to read
 say "installing daybreak (editable) with its $EXTRAS extras"
-if ! "${PIP[@]}" install --quiet -c "$TMP/constraints.txt" -e ".[$EXTRAS]" >"$TMP/pip.log" 2>&1; then
+# editable_mode=compat: a plain path in a .pth file, which type checkers follow (setuptools' default editable install
+# is an import hook that mypy cannot see, so a user's script could not find the package's types)
+if ! "${PIP[@]}" install --quiet -c "$TMP/constraints.txt" -e ".[$EXTRAS]" --config-settings editable_mode=compat \
+        >"$TMP/pip.log" 2>&1; then
     cat "$TMP/pip.log" >&2
     die "installing daybreak failed (see pip's messages above); torch was held at $TORCH_VERSION"
 fi

@@ -108,6 +108,10 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DAYBREAK_DATA", str(root / "data"))
     monkeypatch.setenv("DAYBREAK_CACHE", str(root / "cache"))
     monkeypatch.setenv("DAYBREAK_DB", f"sqlite:///{root / 'leaderboard.sqlite'}")
+    # A peak measured on a busy machine, or with repeats far apart, is not a ceiling (daybreak.sweep.peak); the
+    # tests share 2 cores with other work, so outside the tests of that rule the ceilings are kept (noted), and
+    # no test depends on how loaded the machine is. tests/test_throughput.py's peak tests unset it.
+    monkeypatch.setenv("DAYBREAK_PEAK_ACCEPT_NOISY", "1")
     yield
 
 
@@ -153,9 +157,13 @@ FAKE_WATTS = 40.0  # the fake CPU package below draws a steady 40 W
 
 @pytest.fixture
 def fake_rapl(tmp_path, monkeypatch):
-    """A powercap tree whose package counter advances at exactly FAKE_WATTS with the wall clock (read on demand):
-    energy tests compare joules with FAKE_WATTS x the seconds a clock counted."""
+    """A powercap tree whose package counter advances at exactly FAKE_WATTS with the clock: its value is FAKE_WATTS
+    x the time.perf_counter() the meter took just before reading it (the instant its snapshot carries), so joules
+    are FAKE_WATTS x the seconds between two reads however busy the machine is (a counter read a few ms after that
+    instant once put a test 4% off under load)."""
+    import threading
     import time
+    import types
 
     from daybreak.measure import energy as en
 
@@ -165,5 +173,13 @@ def fake_rapl(tmp_path, monkeypatch):
     (zone / "max_energy_range_uj").write_text(str(2**40) + "\n")
     (zone / "energy_uj").write_text("0\n")
     monkeypatch.setenv("DAYBREAK_POWERCAP_ROOT", str(tmp_path / "powercap"))
-    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(time.perf_counter() * FAKE_WATTS * 1e6)))
+    last = threading.local()
+
+    def perf_counter() -> float:
+        last.t = time.perf_counter()
+        return last.t
+
+    monkeypatch.setattr(en, "time", types.SimpleNamespace(perf_counter=perf_counter, sleep=time.sleep,
+                                                          monotonic=time.monotonic, time=time.time))
+    monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(last.t * FAKE_WATTS * 1e6)))
     return zone

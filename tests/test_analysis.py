@@ -6,6 +6,8 @@ and mnist runs in this process.
 
 from __future__ import annotations
 
+import math
+
 import json
 import shutil
 from datetime import datetime, timezone
@@ -49,7 +51,10 @@ def test_cv_std_ci_match_numpy_and_scipy():
     ts = stats.time_stats(TIMES)
     assert ts.n == 6 and ts.mean_s == pytest.approx(np.mean(a)) and ts.median_s == pytest.approx(np.median(a))
     assert ts.cv == pytest.approx(np.std(a, ddof=1) / np.mean(a))
-    assert (ts.ci_low_s, ts.ci_high_s) == pytest.approx(exp)
+    logs = np.log(a)  # a time's interval is the geometric mean's: Student t on the log times, exponentiated
+    log_exp = sps.t.interval(0.95, df=len(a) - 1, loc=np.mean(logs), scale=sps.sem(logs))
+    assert (ts.ci_low_s, ts.ci_high_s) == pytest.approx(np.exp(log_exp))
+    assert ts.geometric_mean_s == pytest.approx(sps.gmean(a))
     assert stats.confidence_interval([3.0]) is None and stats.coefficient_of_variation([3.0]) is None
     assert stats.confidence_interval([2.0, 2.0, 2.0]) == (2.0, 2.0)
 
@@ -61,6 +66,61 @@ def test_olympic_mean_drops_exactly_one_fastest_and_one_slowest():
     assert stats.olympic_mean([1.0, 1.0, 4.0, 7.0, 7.0]) == pytest.approx((1.0 + 4.0 + 7.0) / 3)
     assert stats.olympic_mean(TIMES) == pytest.approx(np.mean(sorted(TIMES)[1:-1]))
     assert stats.olympic_mean([1.0, 2.0]) is None
+
+
+def test_a_time_interval_is_never_negative():
+    """Three spread runs: the Student-t interval of the mean seconds goes below 0 ([-28.1, 108.2] s once); the
+    interval of the geometric mean (t on the log times) cannot."""
+    times = [12.0, 30.0, 78.0]
+    low, _ = stats.confidence_interval(times, 0.99)
+    assert low < 0
+    t = stats.time_stats(times, 0.99)
+    assert 0 < t.ci_low_s < t.geometric_mean_s < t.ci_high_s
+    assert t.ci_low_s == pytest.approx(math.exp(sps.t.interval(0.99, 2, np.mean(np.log(times)),
+                                                               sps.sem(np.log(times)))[0]))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_mlperf_olympic_equals_mlperf_loggings_result_summarizer(seed):
+    """MLPerf's rule for a set of runs (one non-converging run may be the slowest dropped; two make the set
+    invalid) against mlperf-logging's own scoring: _compute_strong_score_standalone's drop count and
+    _compute_olympic_average."""
+    from mlperf_logging.result_summarizer import result_summarizer as rs
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 11))
+    times = [float(x) for x in rng.uniform(5, 20, n)]
+    for i in rng.choice(n, size=int(rng.integers(0, 3)), replace=False):
+        times[int(i)] = math.inf  # a run that did not converge
+    failed = sum(math.isinf(t) for t in times)
+    ours = stats.mlperf_olympic(times)
+    if failed > 1:  # the summarizer: "CRITICAL ERROR: Too many non-converging runs" and no score
+        assert ours == math.inf and stats.mlperf_score(times, n).valid is False
+        return
+    theirs = rs._compute_olympic_average([t for t in times if math.isfinite(t)], failed, 1)
+    assert ours == pytest.approx(theirs)
+    score = stats.mlperf_score(times, n)
+    assert score.valid == (theirs is not None) and (score.score_s or None) == pytest.approx(theirs)
+
+
+def test_mlperf_window_of_consecutive_runs_closest_to_the_median():
+    """M > N runs: each window of N consecutive runs is olympic-scored (an invalid one counts as infinite) and the
+    median window is the result (MLPerf Training rules, "Scoring": 10 runs, N = 5 gives 6 windows)."""
+    inf = math.inf
+    times = [10.0, 11.0, 30.0, 12.0, inf, 13.0, 9.0, inf, 14.0, 10.5]
+    # the six windows by hand: drop the fastest and the slowest (an inf is the slowest; two invalidate)
+    by_hand = [(11 + 12 + 30) / 3, (12 + 13 + 30) / 3, (12 + 13 + 30) / 3, inf, inf, (10.5 + 13 + 14) / 3]
+    assert [stats.mlperf_olympic(times[i:i + 5]) for i in range(6)] == pytest.approx(by_hand)
+    score = stats.mlperf_score(times, 5)
+    # sorted: 12.5 (5), 17.67 (0), 18.33 (1), 18.33 (2), inf (3), inf (4): an even count, the slower middle one
+    assert score.valid and score.score_s == pytest.approx(55 / 3) and (score.first_run, score.stop_run) == (2, 7)
+    assert "window of 5 consecutive runs" in score.rule and score.n_failed == 1
+    score = stats.mlperf_score(times[:7], 5)  # 3 windows: 17.67, 18.33, 18.33 -> the middle one, window 1
+    assert score.valid and score.score_s == pytest.approx(55 / 3) and score.first_run == 1
+    invalid = stats.mlperf_score([inf, 10.0, inf, 11.0, 12.0, inf, 13.0], 5)  # every window has 2 failures
+    assert not invalid.valid and invalid.score_s is None and "invalid" in " ".join(invalid.notes)
+    few = stats.mlperf_score([10.0, inf, 12.0], 5)
+    assert few.score_s == pytest.approx(12.0) and any("fewer than the 5" in n for n in few.notes)
 
 
 def _history(points: list[tuple[float, float]]) -> list[EpochRecord]:
@@ -145,14 +205,29 @@ def test_repeat_summary_statistics(repeat_dir):
     assert t.std_s == pytest.approx(np.std(times, ddof=1))
     assert t.cv == pytest.approx(np.std(times, ddof=1) / np.mean(times))
     assert t.confidence == 0.99  # the experiment default (--confidence)
-    exp = sps.t.interval(t.confidence, df=len(times) - 1, loc=np.mean(times), scale=sps.sem(times))
-    assert (t.ci_low_s, t.ci_high_s) == pytest.approx(exp)
+    logs = np.log(times)
+    exp = sps.t.interval(t.confidence, df=len(times) - 1, loc=np.mean(logs), scale=sps.sem(logs))
+    assert (t.ci_low_s, t.ci_high_s) == pytest.approx(np.exp(exp))
+    assert s.score is not None and s.score.rule.startswith("olympic mean")  # the DAWNBench clock: no MLPerf rule
     assert t.olympic_mean_s == pytest.approx(np.mean(np.sort(times)[1:-1]))
     epochs = [r.epochs_to_target for r in reached]
     assert s.epochs_to_target.values == epochs
     assert (s.epochs_to_target.min, s.epochs_to_target.median, s.epochs_to_target.max) == (
         min(epochs), float(np.median(epochs)), max(epochs))
     assert s.provenance.system is not None and len(s.provenance.inputs) == 4 and s.complete
+
+
+def test_repeat_prints_the_mlperf_score_and_the_rule_it_used(repeat_dir):
+    """Under --rules mlperf the summary's score is MLPerf's (the rule in words, the seeds scored); the text says so."""
+    from daybreak.analysis.repeat import RepeatSummary, format_repeat
+
+    s = RepeatSummary.load(repeat_dir)
+    times = [r.time_to_target_s if r.reached else math.inf for r in s.runs]
+    s = s.model_copy(update={"score": stats.mlperf_score(times + [math.inf, times[0]], 5)})
+    s.seeds = s.seeds + [4, 5]
+    text = format_repeat(s)
+    assert "MLPerf score" in text and "rule           MLPerf: olympic mean" in text
+    assert "window of 5 consecutive runs" in text and "over seeds" in text
 
 
 def test_repeat_records_unreached_runs_and_goes_on(tmp_path, capsys):
@@ -367,7 +442,14 @@ def test_scaling_from_sweep_and_runs(repeat_dir, tmp_path, capsys):
     assert (r2["ideal_speedup"], r2["efficiency_basis"]) == (2.0, "same_threads_per_process")
     assert r2["tta_efficiency"] == pytest.approx(10.0 / 8.0 / 2) and r2["epoch_efficiency"] == pytest.approx(2.5 / 2)
     assert (out / "scaling.png").stat().st_size > 0
-    assert "TTA speedup" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "TTA speedup" in text
+    # an efficiency above 100% is flagged in the record, the tables and scaling.md, never printed as a plain fact
+    # (`analyze scaling` printed 402% unflagged): these sweep rows predate the sweep's own flags
+    assert not g["rows"][0]["flags"] and "scaling efficiency 300% is above 100%" in g["rows"][2]["flags"][0]
+    assert "time-per-epoch efficiency 125% is above 100%" in r2["flags"][0] and not r1["flags"]
+    assert "300% (!)" in text and "125% (!)" in text and "(!) scaling efficiency 300%" in text
+    assert "(!) time-per-epoch efficiency 125%" in (out / "scaling.md").read_text()
 
 
 def test_cpu_runs_and_cpu_sweep_rows_share_the_ideal(repeat_dir, tmp_path):
@@ -397,6 +479,24 @@ def _peak_file(path: Path, flops: float = 5e10, bandwidth: float = 2e9) -> Path:
                    flops_per_s={"fp32": flops}, bandwidth_bytes_per_s=bandwidth, measured_at=datetime.now(timezone.utc))
     path.write_text(p.model_dump_json())
     return path
+
+
+def test_a_utilization_above_100_percent_is_flagged_in_the_record():
+    """A point whose achieved FLOP/s exceed the measured peak (a peak measured on a busy machine once gave
+    50,998%): the record's notes carry the (!) flag with the reason, and the table marks the figure."""
+    from daybreak.analysis.roofline import RooflineAnalysis, RooflinePoint, _fill, table_rows
+    from daybreak.records.throughput import PeakResult
+
+    peak = PeakResult(machine_key="k", device="cpu", device_name="x", torch="t", flops_per_s={"fp32": 7.7e6},
+                      bandwidth_bytes_per_s=1e9, measured_at=datetime.now(timezone.utc))
+    point = _fill(RooflinePoint(kind="sweep", label="p", source="s", precision="fp32", world_size=1,
+                                achieved_flops_per_s=3.9e9), peak)
+    assert point.utilization == pytest.approx(3.9e9 / 7.7e6)
+    assert any(n.startswith("(!) utilization 50649% of the measured fp32 peak is above 100%") for n in point.notes)
+    from daybreak.records.provenance import Provenance
+
+    _, body = table_rows(RooflineAnalysis(points=[point], provenance=Provenance()))
+    assert any("(!)" in cell for cell in body[0])
 
 
 def test_roofline_of_a_run_and_a_sweep(repeat_dir, tmp_path, capsys):

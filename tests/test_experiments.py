@@ -17,7 +17,8 @@ import pytest
 from scipy import stats as sps
 
 from conftest import single_line
-from daybreak.analysis.paired import paired_ratio, relative_width
+from daybreak.analysis.paired import (bootstrap_is_meaningful, distinct_resamples, paired_ratio, pairs_needed,
+                                      power_of, relative_width, signed_rank_critical, walsh_averages)
 from daybreak.cli import main
 from daybreak.experiments.engine import counted, pairs, rerun_busy
 from daybreak.experiments.plan import trial_order
@@ -82,6 +83,98 @@ def test_paired_ratio_of_identical_arms_holds_one_and_missing_pairs_are_left_out
     assert paired_ratio([1.0], [2.0], confidence=0.95).verdict == "too few pairs"
 
 
+def _walsh_by_hand(d):
+    """Walsh averages with +inf and -inf cancelling (each written as a large number of the same size, M -> inf)."""
+    big = 1e12
+    w = sorted((max(-big, min(big, a)) + max(-big, min(big, b))) / 2 for i, a in enumerate(d) for b in d[i:])
+    return [math.inf if x >= big / 4 else -math.inf if x <= -big / 4 else x for x in w]
+
+
+def _critical_by_enumeration(n, confidence):
+    """The largest c with P(T+ <= c) <= (1 - confidence) / 2, counting all 2**n sign patterns."""
+    import itertools
+
+    sums = [sum(r for r, s in zip(range(1, n + 1), signs) if s) for signs in itertools.product((0, 1), repeat=n)]
+    c = None
+    for t in range(n * (n + 1) // 2 + 1):
+        if sum(x <= t for x in sums) / 2 ** n <= (1 - confidence) / 2:
+            c = t
+    return c
+
+
+def test_an_unreached_trial_is_infinitely_slow_and_the_ratio_stays_defined():
+    """9 pairs; the candidate missed the target in 2, the baseline in 1: the estimate and interval are rank-based
+    (Hodges-Lehmann, Wilcoxon signed-rank), computed here by hand and by enumeration, the p-value scipy's."""
+    inf = math.inf
+    base = [10.0, 11.0, 9.5, 10.2, inf, 10.8, 9.9, 10.4, 10.1]
+    cand = [11.0, 12.5, 10.1, inf, 10.0, 11.9, inf, 11.2, 10.6]
+    est = paired_ratio(base, cand, confidence=0.95)
+    d = [math.log(b / a) if math.isfinite(a) and math.isfinite(b) else (inf if math.isinf(b) else -inf)
+         for a, b in zip(base, cand)]
+    walsh = _walsh_by_hand(d)
+    assert len(walsh) == 45 and walsh == pytest.approx(walsh_averages(d))
+    assert est.ratio == pytest.approx(math.exp(walsh[22]))  # the median of 45 Walsh averages
+    c = _critical_by_enumeration(9, 0.95)
+    assert c == signed_rank_critical(9, 0.95) == 5  # the published table: n = 9, two-sided 0.05 -> 5
+    assert (est.ci_low, est.ci_high) == pytest.approx((math.exp(walsh[c]), math.exp(walsh[44 - c])))
+    big = 1e9  # any stand-in above every finite |d| gives the same ranks
+    ref = sps.wilcoxon([max(-big, min(big, x)) for x in d], zero_method="wilcox").pvalue
+    assert est.p_value == pytest.approx(ref)
+    assert (est.n_pairs, est.n_censored, est.n_neither_reached) == (9, 3, 0) and "Hodges-Lehmann" in est.method
+    assert est.bootstrap_ci_low is None
+    # dropping the unreached pairs instead would flatter the candidate, which failed more often
+    kept = [(a, b) for a, b in zip(base, cand) if math.isfinite(a) and math.isfinite(b)]
+    assert est.ratio > math.exp(np.mean([math.log(b / a) for a, b in kept])) * 0.999
+    # a pair where neither reached is left out and counted; the JSON keeps the infinite bound
+    est = paired_ratio(base + [inf], cand + [inf], confidence=0.95)
+    assert est.n_neither_reached == 1 and est.n_pairs == 9
+    from daybreak.records.experiment import RatioEstimate
+
+    few = paired_ratio([1.0, 2.0, 3.0], [1.1, inf, 3.3], confidence=0.99)
+    assert (few.ci_low, few.ci_high) == (0.0, math.inf) and few.verdict == "not distinguishable"
+    assert RatioEstimate.model_validate_json(few.model_dump_json()).ci_high == math.inf
+
+
+def test_signed_rank_critical_values_match_the_published_table():
+    # two-sided 0.05: n = 6..12 -> 0, 2, 3, 5, 8, 10, 13; two-sided 0.01: n = 8..12 -> 0, 1, 3, 5, 7
+    assert [signed_rank_critical(n, 0.95) for n in range(6, 13)] == [0, 2, 3, 5, 8, 10, 13]
+    assert [signed_rank_critical(n, 0.99) for n in range(8, 13)] == [0, 1, 3, 5, 7]
+    assert signed_rank_critical(5, 0.95) is None and signed_rank_critical(7, 0.99) is None
+    assert [_critical_by_enumeration(n, 0.99) for n in range(8, 13)] == [0, 1, 3, 5, 7]
+
+
+def test_pairs_needed_matches_a_hand_computation():
+    """The paired t-test's sample size for 80% power: Cohen's effect size d = delta / sd gives, two-sided 0.05, 34
+    pairs for d = 0.5, 15 for 0.8 and 199 for 0.2 (G*Power's figures); each is the smallest n whose power, from
+    scipy's noncentral t, reaches 0.8."""
+    for d, n in ((0.5, 34), (0.8, 15), (0.2, 199)):
+        sd = math.log(1.05) / d
+        assert pairs_needed(sd, 0.05, 0.95) == n
+        assert power_of(n, sd, math.log(1.05), 0.95) >= 0.8 > power_of(n - 1, sd, math.log(1.05), 0.95)
+    # the normal approximation ((z_0.995 + z_0.8) sd / delta)**2 is a little below the t figure
+    sd = 0.1
+    approx = ((sps.norm.ppf(0.995) + sps.norm.ppf(0.8)) * sd / math.log(1.05)) ** 2
+    assert approx < pairs_needed(sd, 0.05, 0.99) <= approx + 4
+    rng = np.random.default_rng(3)
+    base = list(rng.uniform(2, 4, 5))
+    cand = [b * float(rng.lognormal(0.3, 0.2)) for b in base]  # 1.35x slower, noisy
+    est = paired_ratio(base, cand, confidence=0.99, effects=(0.05, 0.5))
+    sd = float(np.std(np.log(np.array(cand) / np.array(base)), ddof=1))
+    assert est.log_ratio_sd == pytest.approx(sd)
+    assert [p.pairs for p in est.pairs_needed] == [pairs_needed(sd, 0.05, 0.99), pairs_needed(sd, 0.5, 0.99)]
+    assert f"needs {est.pairs_needed[0].pairs} pairs for 5%" in est.power_words()
+
+
+def test_the_bootstrap_check_needs_enough_distinct_resamples():
+    """3 pairs have 10 distinct resamples: no percentile tails at 99%, so no bootstrap interval, and the record
+    says why; 12 pairs have over a million."""
+    est = paired_ratio([1.0, 2.0, 3.0], [1.1, 2.5, 3.2], confidence=0.99)
+    assert est.bootstrap_ci_low is None and "only 10 distinct resamples" in est.bootstrap_note
+    assert distinct_resamples(3) == 10 and distinct_resamples(12) == math.comb(23, 12)
+    assert not bootstrap_is_meaningful(6, 0.99) and bootstrap_is_meaningful(7, 0.99)
+    assert not bootstrap_is_meaningful(5, 0.95) and bootstrap_is_meaningful(6, 0.95)
+
+
 # --- the record: busy trials, pairs -------------------------------------------------------------------------------------
 
 def _record(policy: str = "keep") -> Experiment:
@@ -102,6 +195,66 @@ def test_busy_policies():
     added = rerun_busy(Path("."), rerun)
     assert [(t.arm, t.seed, t.attempt) for t in added] == [("B", 1, 2)] and rerun.trials[2].excluded
     assert added[0].run_dir == "B/seed-1-rerun" and added[0].position == 6
+
+
+def test_compare_counts_unreached_trials_as_infinitely_slow_and_says_so():
+    """An ab record where the candidate missed the target in 2 of 9 pairs: the time ratio is rank-based with the
+    unreached pairs in it, the cost ratio too (cost to target of an unreached trial: infinite), the reached
+    fractions keep Fisher's test, and ab's output names the method and the pairs needed."""
+    from daybreak.experiments.stats import compare
+    from daybreak.records.ab_views import format_ab
+    from daybreak.records.experiment import ArmStats, AbSummary
+    from daybreak.records.provenance import Provenance
+    from daybreak.records.repeat import TimeStats
+
+    arms = _arms("A", "B")
+    seeds = list(range(9))
+    trials = trial_order(arms, seeds, "alternate", 0)
+    rng = np.random.default_rng(5)
+    for t in trials:
+        base = 10.0 + t.seed * 0.3
+        t.state, t.status, t.reached = "done", "reached", True
+        t.time_to_target_s = base * (1.0 if t.arm == "A" else float(rng.lognormal(0.1, 0.03)))
+        t.cost_usd = t.time_to_target_s / 3600
+        if t.arm == "B" and t.seed in (2, 6):
+            t.status, t.reached, t.time_to_target_s, t.cost_usd = "not_reached", False, None, None
+    record = Experiment(command="ab", arms=arms, seeds=seeds, trials=trials, confidence=0.95, effect=0.2,
+                        created_at=datetime.now(timezone.utc))
+    c = compare(record, "A", "B")
+    assert (c.time.n_pairs, c.time.n_censored) == (9, 2) and "Hodges-Lehmann" in c.time.method
+    a = {t.seed: t.time_to_target_s for t in trials if t.arm == "A"}
+    b = {t.seed: (t.time_to_target_s if t.reached else math.inf) for t in trials if t.arm == "B"}
+    assert c.time.ratio == pytest.approx(paired_ratio([a[s] for s in seeds], [b[s] for s in seeds],
+                                                      confidence=0.95).ratio)
+    assert c.cost is not None and c.cost.n_censored == 2
+    assert c.reached_p_value == pytest.approx(sps.fisher_exact([[9, 0], [7, 2]]).pvalue)
+    assert [p.effect for p in c.time.pairs_needed] == [0.05, 0.2]  # 5% and --effect
+    summary = AbSummary(task="digits", metric="top1", target=0.98, rules="dawnbench", comparison=c,
+                        arms=[ArmStats(arm=x, n_trials=9, n_reached=9, reached_fraction=1.0,
+                                       time_to_target=TimeStats(n=0)) for x in ("A", "B")],
+                        provenance=Provenance())
+    text = format_ab(summary)
+    assert "2 with one arm unreached (infinitely slow)" in text and "Wilcoxon signed-rank" in text
+    assert "95% CI" in text and "pairs for 5%" in text and "pairs for 20%" in text
+
+
+def test_trials_of_a_multi_node_experiment_carry_this_nodes_rank(tmp_path):
+    """--nnodes 2: a trial's config records the node count, its command line this node's rank and node 0's
+    address; on a node other than 0 a finished trial is its part done (node 0 records the run)."""
+    from daybreak.config import RunConfig
+    from daybreak.experiments.commands import arm_options
+    from daybreak.experiments.engine import trial_command, write_trial_config
+
+    config = RunConfig(task="digits", nnodes=2, node_rank=1, rdzv_endpoint="node0:29500")
+    arm = Arm(name="repeat", directory="", config=arm_options(config))
+    assert arm.config["nnodes"] == 2 and "node_rank" not in arm.config  # resumable from any node
+    trial = trial_order([arm], [0], "alternate", 0)[0]
+    record = Experiment(command="repeat", arms=[arm], seeds=[0], trials=[trial], node_rank=1,
+                        rdzv_endpoint="node0:29500", created_at=datetime.now(timezone.utc))
+    argv = trial_command(tmp_path, arm, trial, record)
+    assert argv[-4:] == ["--node-rank", "1", "--rdzv-endpoint", "node0:29500"]
+    assert "nnodes = 2" in write_trial_config(tmp_path, arm, trial).read_text()
+    assert "--node-rank" not in trial_command(tmp_path, arm, trial)  # one node: nothing added
 
 
 # --- end to end: fresh processes, resume, ab -------------------------------------------------------------------------
@@ -183,11 +336,13 @@ def test_ab_on_digits_prints_ratio_interval_and_verdict(tmp_path, capsys):
     for t in exp.trials:
         lr = RunResult.load(out / t.run_dir).hyperparameters["lr"]
         assert lr == (0.1 if t.arm == "baseline" else 0.2)
-    both = [(a.time_to_target_s, b.time_to_target_s) for a, b in pairs(exp, "baseline", "candidate")
-            if a.reached and b.reached]
-    if both:
+    paired = pairs(exp, "baseline", "candidate")
+    both = [(a.time_to_target_s, b.time_to_target_s) for a, b in paired if a.reached and b.reached]
+    if len(both) == len(paired):  # every pair reached: the geometric mean of the ratios
         expected = math.exp(sum(math.log(b / a) for a, b in both) / len(both))
-        assert s.comparison.time.ratio == pytest.approx(expected)
+        assert s.comparison.time.ratio == pytest.approx(expected) and "Student-t" in s.comparison.time.method
+    else:  # an unreached trial is infinitely slow: rank-based
+        assert "Hodges-Lehmann" in s.comparison.time.method
     assert s.comparison.time.verdict in ("not distinguishable", "candidate better", "candidate worse",
                                          "too few pairs")
     assert (out / "ab.md").exists() and s.provenance.inputs
@@ -428,3 +583,30 @@ def test_ab_of_a_recipe_file_at_two_commits_writes_it_only_into_an_open_experime
     capsys.readouterr()
     assert main(args + ["--resume"]) == 2  # HEAD moved: another recipe than the one recorded
     assert "was recorded with recipe=" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_two_node_repeat_on_one_machine(tmp_path):
+    """`daybreak repeat --nnodes 2`: the same command on each "node" (two processes here), node 1 taking part in
+    every trial in step and node 0 recording each 2-process run (rank 0 lives on node 0: static rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    common = ["repeat", "digits", "--runs", "2", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
+              "--threads", "1"]
+    follower = subprocess.Popen([sys.executable, "-m", "daybreak", *common, "--node-rank", "1", "--out",
+                                 str(tmp_path / "n1")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lead = subprocess.run([sys.executable, "-m", "daybreak", *common, "--node-rank", "0", "--out",
+                           str(tmp_path / "n0")], capture_output=True, text=True, timeout=900)
+    _, err = follower.communicate(timeout=300)
+    assert lead.returncode == 0, lead.stderr
+    assert follower.returncode == 0 and "node 1: took part in 2 trials" in err, err
+    s = RepeatSummary.load(tmp_path / "n0")
+    assert s.n_runs == 2 and s.n_reached == 2
+    for row in s.runs:
+        r = RunResult.load(tmp_path / "n0" / row.run_dir)
+        assert (r.world_size, r.nodes) == (2, 2)
+    assert not list((tmp_path / "n1").glob("seed-*/result.json"))  # node 1 records nothing
+    assert [t.state for t in Experiment.load(tmp_path / "n1").trials] == ["done", "done"]

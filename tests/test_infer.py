@@ -1,5 +1,6 @@
 """`daybreak infer` on a real digits run: latency statistics, accuracy, cost, records, LoadGen, bad inputs."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -18,6 +19,7 @@ from daybreak.infer.latency import nearest_rank
 from daybreak.infer.loadgen import loadgen_available, parse_summary
 from daybreak.records.dawnbench_inference import JSON_FILE as DAWN_INFER_FILE
 from daybreak.records.inference import INFERENCE_FILE, InferenceResult
+from daybreak.tasks import TASKS, get_task
 from daybreak.tasks.evaluate import evaluate
 from daybreak.train.runner import RunConfig, run
 
@@ -378,15 +380,16 @@ def test_joules_per_10k_examples_follow_the_timed_loops(fake_rapl, digits_run, t
     # batch 1: 40 W x the measured seconds, scaled from the eval set's 450 examples to 10,000
     assert lat.examples == 450 and lat.timed_s == pytest.approx(r.latency.total_s)
     assert lat.joules_per_10k == pytest.approx(WATTS * lat.seconds / 450 * 10_000, rel=0.01)
-    # the counters' stretches hold the timed queries and only the loop's bookkeeping between them
-    assert lat.timed_s <= lat.seconds <= 1.1 * lat.timed_s + 0.005, (lat.seconds, lat.timed_s)
-    assert lat.joules_per_10k == pytest.approx(WATTS * r.latency.total_s / 450 * 10_000, rel=0.1)
+    # the counters' stretches hold every timed query (what they leave out, the warm-up and the progress updates,
+    # is tested below by where the stretches lie, which no load on the machine can change)
+    assert lat.timed_s <= lat.seconds, (lat.seconds, lat.timed_s)
+    assert lat.joules_per_10k >= WATTS * r.latency.total_s / 450 * 10_000 * (1 - 1e-9)
     assert lat.mean_power_w == pytest.approx(WATTS, rel=0.01)
     assert abs(lat.joules_per_10k_above_idle) < 0.05 * lat.joules_per_10k
     # offline: the timed passes only (the warm-up pass is left out)
     assert thr.examples == 3 * 450
     assert thr.joules_per_10k == pytest.approx(WATTS * thr.seconds / (3 * 450) * 10_000, rel=0.01)
-    assert thr.joules_per_10k == pytest.approx(WATTS * sum(r.throughput.pass_s) / (3 * 450) * 10_000, rel=0.05)
+    assert thr.joules_per_10k >= WATTS * sum(r.throughput.pass_s) / (3 * 450) * 10_000 * (1 - 1e-9)
     misc = json.loads((run_dir / DAWN_INFER_FILE).read_text())["misc"]
     assert misc["energyJoulesPer10kExamples"] == pytest.approx(lat.joules_per_10k)
     assert misc["energyThroughputJoulesPer10kExamples"] == pytest.approx(thr.joules_per_10k)
@@ -399,21 +402,46 @@ def test_joules_per_10k_examples_follow_the_timed_loops(fake_rapl, digits_run, t
     assert "; CPU package, idle" in text
 
 
-def test_progress_updates_are_left_out_of_the_energy_windows(fake_rapl, digits_run):
+def test_progress_updates_and_the_warm_up_are_left_out_of_the_energy_windows(fake_rapl, digits_run):
+    """Where the energy stretches lie, by the instants they were read: after the last warm-up query, around every
+    timed query and never across a progress update (a slow terminal). Compared by position in time, not by
+    durations, so that a busy machine cannot change the verdict."""
     from daybreak.measure.energy import EnergyMeter
 
     loaded = load_for_inference(digits_run, device="cpu")
-    updates = []
+    updates, spans, calls = [], [], []
+    model = loaded.model
+
+    class Timed(torch.nn.Module):  # when each query ran: the warm-up's are the first two
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, x):
+            start = time.perf_counter()
+            out = self.inner(x)
+            calls.append((start, time.perf_counter()))
+            return out
+
+    loaded.model = Timed().eval()
 
     def progress(done):
+        start = time.perf_counter()
         updates.append(done)
         time.sleep(0.02)  # a slow terminal: not part of any measured stretch
+        spans.append((start, time.perf_counter()))
 
     with EnergyMeter(gpus=(), poll_s=None) as meter:
         lat = measure_latency(loaded, warmup=2, progress=progress, progress_every=64, meter=meter)
     assert len(lat.energy_windows) == 8 and updates[-1] == 450  # 450 queries: 7 updates inside, then the last
-    seconds = sum(b.perf_counter_s - a.perf_counter_s for a, b in lat.energy_windows)
-    assert sum(lat.ns) / 1e9 <= seconds < sum(lat.ns) / 1e9 + 7 * 0.02
+    windows = [(a.perf_counter_s, b.perf_counter_s) for a, b in lat.energy_windows]
+    assert len(calls) == 2 + 450 and windows[0][0] >= calls[1][1]  # after the warm-up
+    for start, end in spans[:-1]:  # no stretch overlaps an update
+        assert all(b <= start or a >= end for a, b in windows), (start, end)
+    for start, end in calls[2:]:  # every timed query inside a stretch
+        assert any(a <= start and end <= b for a, b in windows)
+    seconds = sum(b - a for a, b in windows)
+    assert sum(lat.ns) / 1e9 <= seconds
 
 
 def test_no_counter_means_energy_unavailable_with_the_reason(digits_run, tmp_path, monkeypatch):
@@ -428,3 +456,16 @@ def test_no_counter_means_energy_unavailable_with_the_reason(digits_run, tmp_pat
     from daybreak.infer.commands import format_inference_summary
 
     assert re.search(r"energy +unavailable: .*does not exist", format_inference_summary(r))
+
+
+def test_infer_refuses_a_data_dir_it_would_ignore(digits_run, tmp_path, capsys):
+    """digits reads no folder: `infer --data-dir` was silently ignored; a file is no folder for a task with files."""
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["infer", str(digits_run), "--data-dir", str(tmp_path / "notes.txt")]) == 2
+    err = capsys.readouterr().err
+    assert single_line(err) and "task digits reads no data folder" in err
+    with_files = dataclasses.replace(get_task("digits"), has_data_dir=True)
+    with TASKS.override("digits", with_files):
+        assert main(["infer", str(digits_run), "--data-dir", str(tmp_path / "notes.txt")]) == 2
+    err = capsys.readouterr().err
+    assert single_line(err) and "notes.txt: not a folder" in err

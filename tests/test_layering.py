@@ -13,8 +13,8 @@ leaderboard. The top-level modules are placed by what they are:
 - foundation, below data/: ``errors``, ``text``, ``fileio``, ``version``, ``commands_index`` (plain helpers),
   ``registry`` (the registries' machinery), ``rules`` (the clock rule sets), ``metrics`` (the typed metrics),
   ``mlperf_benchmarks`` (MLPerf Training's benchmarks, targets and run counts per round: one table for every
-  reader), ``pricing`` (the price catalog), ``launch`` and ``processes`` (process helpers), ``options`` (the option
-  machinery) and
+  reader), ``pricing`` (the price catalog), ``launch`` and ``processes`` (process helpers), ``plugins`` (plug-in
+  files for the registries), ``options`` (the option machinery) and
   ``config`` (RunConfig: every run option, declared once), ``executors`` (where trial processes run: local
   subprocesses or a Slurm job array); each imports nothing above ``errors`` and ``rules``;
 - ``external`` (``daybreak time``) sits in the train/infer/sweep tier;
@@ -34,8 +34,8 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "daybreak"
 
 FOUNDATION = ("daybreak.errors", "daybreak.text", "daybreak.fileio", "daybreak.version", "daybreak.commands_index",
-              "daybreak.registry", "daybreak.rules", "daybreak.metrics", "daybreak.mlperf_benchmarks",
-              "daybreak.options", "daybreak.config", "daybreak.pricing",
+              "daybreak.plugins", "daybreak.registry", "daybreak.rules", "daybreak.metrics",
+              "daybreak.mlperf_benchmarks", "daybreak.options", "daybreak.config", "daybreak.pricing",
               "daybreak.launch", "daybreak.processes", "daybreak.executors")
 # low to high; a module's rank is the index of the first prefix that names it
 TIERS: list[tuple[str, ...]] = [

@@ -153,6 +153,44 @@ def test_peak_is_measured_and_cached(tmp_path, monkeypatch):
     assert calls == [("fp16",)] and more.has("fp16") and more.has("fp32") and more.has("bf16")
 
 
+def test_a_noisy_or_busy_peak_is_not_a_ceiling_and_is_measured_again(tmp_path, monkeypatch):
+    """Repeats 115x apart (fp32 7.7 MFLOP/s once became the cached ceiling, and utilization read 50,998%), or a
+    busy machine: recorded with the reason, not cached as a ceiling, measured again the next time."""
+    from daybreak.records.throughput import PeakResult
+    from daybreak.sweep import peak
+
+    monkeypatch.delenv("DAYBREAK_PEAK_ACCEPT_NOISY")
+    monkeypatch.setenv("DAYBREAK_CACHE", str(tmp_path))
+    noisy = [7.7e6, 5e8, 8.9e8]
+    p = PeakResult(machine_key="k", device="cpu", device_name="x", torch="t", flops_per_s={"fp32": 5e8, "bf16": 2e9},
+                   flops_samples={"fp32": noisy, "bf16": [2e9, 2.1e9]}, bandwidth_bytes_per_s=1e10,
+                   bandwidth_samples=[1e10, 1.1e10], measured_at=datetime.now(timezone.utc))
+    peak.screen_ceilings(p, None)
+    assert "fp32" not in p.flops_per_s and not p.has("fp32") and "115.6x apart" in p.unreliable["fp32"]
+    assert p.flops_per_s["bf16"] == 2e9 and p.bandwidth_bytes_per_s == 1e10  # steady: ceilings
+    busy = "the machine was busy: other processes took 3.0 CPU-s during the run's 2.0 s (75% of its 2 logical CPUs)"
+    peak.screen_ceilings(p, busy)
+    assert "bf16" not in p.flops_per_s and p.unreliable["bf16"].startswith("measured while the machine was busy")
+    assert p.bandwidth_bytes_per_s is None and "bandwidth" in p.unreliable
+    from daybreak.records.throughput import format_peak
+
+    assert "fp32  NOT A CEILING: its 3 repeats are 115.6x apart" in format_peak(p)
+    # through get_peak: the first measurement is noise, so the next call measures again and caches the steady one
+    rounds = iter([noisy, [4e8, 4.1e8, 4.2e8]])
+    monkeypatch.setattr(peak, "measure_matmul", lambda *a, **k: (128, next(rounds)))
+    monkeypatch.setattr("daybreak.measure.context.ContextSampler.stop", lambda self: {"warnings": []})  # quiet
+    first = peak.get_peak(torch.device("cpu"), precisions=("fp32",), repeats=3, copy_bytes=2**20, budget_s=5)
+    assert not first.has("fp32") and "fp32" in first.unreliable
+    assert not peak.load_cached(torch.device("cpu")).has("fp32")  # recorded with its reason, not as a ceiling
+    second = peak.get_peak(torch.device("cpu"), precisions=("fp32",), repeats=3, copy_bytes=2**20, budget_s=5)
+    assert second.flops_per_s["fp32"] == 4.1e8 and "fp32" not in second.unreliable
+    monkeypatch.setenv("DAYBREAK_PEAK_ACCEPT_NOISY", "1")  # a machine that is never quiet: kept, with a note
+    kept = peak.screen_ceilings(PeakResult(machine_key="k", device="cpu", device_name="x", torch="t",
+                                           flops_per_s={"fp32": 5e8}, flops_samples={"fp32": noisy},
+                                           measured_at=datetime.now(timezone.utc)), busy)
+    assert kept.flops_per_s["fp32"] == 5e8 and "kept as a ceiling" in kept.notes[0]
+
+
 # --- sweeps -------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -393,9 +431,12 @@ def test_a_sweep_measures_only_the_precisions_and_thread_counts_it_needs():
     threads = {threads_per_process(1, "cpu"), threads_per_process(2, "cpu")}
     assert peak_needs(configs) == {t: ["fp32"] for t in threads}
     log: list[str] = []
-    start = time.perf_counter()
     peaks = sweep_peaks(options, configs, log.append)
-    assert time.perf_counter() - start <= 3.0 + 2.0
+    # the --peak-budget is shared out between the thread counts, the fewest threads first: an equal part of what is
+    # left each (how long the measurements took depends on the machine's load, so the test checks the shares, not
+    # the wall time)
+    budgets = [peaks[t].budget_s for t in sorted(peaks)]
+    assert budgets[0] <= 3.0 / len(budgets) and all(b is not None and 0 < b <= 3.0 for b in budgets)
     assert set(peaks) == threads
     for t, p in peaks.items():
         assert p.threads == t and set(p.flops_per_s) == {"fp32"}

@@ -172,6 +172,26 @@ MISTAKES: list[tuple[str, int, str]] = [
     ("evaluate-squad bad.json bad.json", 2, "bad.json: not valid JSON"),
     ("evaluate-squad empty bad.json", 2, "cannot read the dataset file"),
     ("evaluate-squad notes.txt", 2, "the following arguments are required: PREDICTIONS.json"),
+    # conflicting flags and ignored input (issue 31)
+    ("run --eval-every 2 --eval-every-steps 5", 2, "--eval-every 2 and --eval-every-steps 5 are two evaluation"),
+    ("repeat digits --out rep --eval-every 3 --eval-every-steps 5", 2, "are two evaluation schedules"),
+    ("run --data-dir notes.txt", 2, "--data-dir notes.txt: task digits reads no data folder"),
+    ("run mnist --data-dir notes.txt", 2, "--data-dir notes.txt: not a folder"),
+    ("compare empty -- empty --json", 2, "--json after --: every word after -- is a run of side B"),
+    ("lesion squad --out les", 2, "recipe squad_bert_base has no switches to turn off"),
+    # config files and the API: the same strict types; a key of another command is named as such
+    ("run --config overrides.toml", 2, "--set 5: expected a table of KEY = VALUE"),
+    ("run --config yes.toml", 2, "--full-schedule yes: expected true or false"),
+    ("run --config runs.toml", 2, "unknown key 'runs': that is --runs of `daybreak ab`, `daybreak lesion` and "
+                                  "`daybreak repeat`"),
+    ("repeat digits --out rep --config executor.toml", 2, "unknown key 'executor': that is --executor of the "
+                                                          "experiment commands"),
+    # several nodes: each trial spans them, the nodes in step
+    ("repeat digits --runs 2 --out rep --nnodes 2", 2, "--nnodes > 1 needs --rdzv-endpoint"),
+    ("lesion digits --out les --nnodes 2 --rdzv-endpoint h:29500 --node-rank 2", 2, "--node-rank 2: must be in 0..1"),
+    ("ab digits --out abx --nnodes 2 --rdzv-endpoint h:29500 --until-significant 0.1", 2,
+     "--until-significant decides on node 0 alone"),
+    ("repeat digits --out rep --nnodes 2 --rdzv-endpoint h:29500 --parallel 2", 2, "--nnodes > 1 runs each trial"),
 ]
 
 
@@ -188,6 +208,10 @@ def scratch(tmp_path, monkeypatch):
     (tmp_path / "bad.json").write_text('{"runs": [1, 2')
     (tmp_path / "notes.txt").write_text("not a daybreak file\n")
     (tmp_path / "empty").mkdir()
+    (tmp_path / "overrides.toml").write_text("overrides = 5\n")
+    (tmp_path / "yes.toml").write_text('full_schedule = "yes"\n')
+    (tmp_path / "runs.toml").write_text("runs = 5\n")
+    (tmp_path / "executor.toml").write_text('executor = "slurm"\n')
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

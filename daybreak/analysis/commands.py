@@ -221,7 +221,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
-    from daybreak.analysis.scaling import analyze_scaling, runs_table, throughput_table, write_scaling
+    from daybreak.analysis.scaling import analyze_scaling, flag_lines, runs_table, throughput_table, write_scaling
 
     a = analyze_scaling(args.paths, command=["daybreak", *args.argv])
     written = write_scaling(a, args.out)
@@ -233,6 +233,8 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         print()
     if a.runs:
         print_table(*runs_table(a))
+    for f in flag_lines(a):
+        print(f"(!) {f}")
     for n in a.notes:
         print(f"note: {n}")
     print(f"wrote {', '.join(str(p) for p in written)}")

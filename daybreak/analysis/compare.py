@@ -136,6 +136,10 @@ def split_sides(paths: list[str], argv: list[str]) -> tuple[list[str], list[str]
     if "--" not in argv:
         raise ConfigError("separate the two sides with --: daybreak compare A1 A2 -- B1 B2 (or use --a/--b)")
     after = argv[argv.index("--") + 1:]
+    flags = [a for a in after if a.startswith("-") and len(a) > 1]
+    if flags:
+        raise ConfigError(f"{flags[0]} after --: every word after -- is a run of side B; put options before the "
+                          f"paths (daybreak compare {flags[0]} A1 A2 -- B1 B2)")
     n_b = len(after)
     if n_b == 0 or n_b >= len(paths) + 1:
         raise ConfigError("give runs on both sides of --: daybreak compare A1 A2 -- B1 B2")

@@ -18,6 +18,7 @@ from daybreak.analysis.sources import provenance
 from daybreak.analysis.stats import mean
 from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.experiment import format_ratio
 from daybreak.records.lesion import LesionSummary, LesionVariant
 from daybreak.records.repeat import RepeatSummary
 
@@ -100,9 +101,9 @@ def table_rows(s: LesionSummary) -> tuple[list[str], list[list[str]]]:
 
     body = [[v.name, ", ".join(v.switched_off) or "-", f"{v.n_reached}/{v.n_runs}",
              f(v.mean_time_to_target_s, "{:.3f} s"),
-             "-" if v.comparison is None else f(v.comparison.ratio, "{:.3f}x"),
+             "-" if v.comparison is None or v.comparison.ratio is None else f"{format_ratio(v.comparison.ratio)}x",
              "-" if v.comparison is None or v.comparison.ci_low is None
-             else f"{v.comparison.ci_low:.3f}-{v.comparison.ci_high:.3f}",
+             else f"{format_ratio(v.comparison.ci_low)}-{format_ratio(v.comparison.ci_high)}",
              "baseline" if v.comparison is None else v.comparison.verdict.replace("candidate", "variant"),
              f(v.mean_epochs_to_target, "{:g}"),
              f(None if v.mean_final_accuracy is None else v.mean_final_accuracy * 100, "{:.2f}%"),

@@ -186,6 +186,15 @@ def scaling_plot(a: Any, path: Path) -> Path:
                     label=safe(f"time per epoch: {g.label}", 70))
             lines += 1
         top = max([top] + [r.world_size for r in g.rows])
+    flagged = [(r.world_size, r.speedup) for g in a.throughput for r in g.rows if r.flags and r.speedup is not None]
+    flagged += [(r.world_size, s) for g in a.runs for r in g.rows if r.flags
+                for s in (r.tta_speedup, r.epoch_speedup) if s is not None]
+    if flagged:  # a figure above its ceiling: a red ring and (!), as the sweep's own plots do
+        ax.scatter([x for x, _ in flagged], [y for _, y in flagged], s=160, facecolors="none", edgecolors="red",
+                   zorder=4, label="(!) above 100% efficiency")
+        for x, y in flagged:
+            ax.annotate("(!)", (x, y), textcoords="offset points", xytext=(6, 6), color="red", fontsize=8)
+        lines += 1
     ax.plot([1, top], [1, top], linestyle="--", color="grey", label="linear")
     from matplotlib.ticker import MaxNLocator
 
@@ -237,7 +246,8 @@ def repeat_plot(summary: Any, path: Path) -> Path:
     if t.mean_s is not None:
         ax.axhline(t.mean_s, color="black", label=f"mean {t.mean_s:.3f} s")
     if t.ci_low_s is not None and t.ci_high_s is not None and math.isfinite(t.ci_low_s):
-        ax.axhspan(t.ci_low_s, t.ci_high_s, alpha=0.15, color="grey", label=f"{int(t.confidence * 100)}% CI")
+        ax.axhspan(t.ci_low_s, t.ci_high_s, alpha=0.15, color="grey",
+                   label=f"{t.confidence * 100:g}% CI of the geometric mean")
     if t.olympic_mean_s is not None:
         ax.axhline(t.olympic_mean_s, color="tab:orange", linestyle=":", label=f"olympic mean {t.olympic_mean_s:.3f} s")
     if missed:

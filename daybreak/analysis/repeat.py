@@ -8,10 +8,11 @@ does not reach the target (or diverges, or crashes) is excluded from the time st
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from daybreak.analysis.sources import provenance
-from daybreak.analysis.stats import epoch_stats, time_stats
+from daybreak.analysis.stats import MLPERF_SCORED_RUNS, epoch_stats, mlperf_score, olympic_score, time_stats
 from daybreak.errors import RecordError
 from daybreak.metrics import get_metric
 from daybreak.records.repeat import CONFIDENCE, RepeatRun, RepeatSummary
@@ -22,8 +23,11 @@ FINISHED = ("reached", "not_reached", "diverged")
 
 def summarize(results: list[tuple[str, RunResult, bool]], *, overrides: dict[str, Any] | None = None,
               inputs: list[str] | None = None, command: list[str] | None = None,
-              complete: bool = True, confidence: float = CONFIDENCE) -> RepeatSummary:
-    """Summary of runs given as (directory name, record, reused). All runs should share task/recipe/target."""
+              complete: bool = True, confidence: float = CONFIDENCE,
+              scored_runs: int = MLPERF_SCORED_RUNS) -> RepeatSummary:
+    """Summary of runs given as (directory name, record, reused), in the order they ran. All runs should share
+    task/recipe/target. The score follows the runs' clock rules: MLPerf's scoring under mlperf (``scored_runs``:
+    its N), the olympic mean of the reached runs otherwise."""
     if not results:
         raise RecordError("no runs to summarize")
     first = results[0][1]
@@ -34,11 +38,14 @@ def summarize(results: list[tuple[str, RunResult, bool]], *, overrides: dict[str
                       device=r.device, reused=reused)
             for name, r, reused in results]
     reached = [row for row in rows if row.reached and row.time_to_target_s is not None]
+    in_order = [row.time_to_target_s if row.reached and row.time_to_target_s is not None else math.inf
+                for row in rows]
+    score = mlperf_score(in_order, scored_runs) if first.rules == "mlperf" else olympic_score(in_order)
     return RepeatSummary(
         task=first.task, recipe=first.recipe, model=first.model, metric=first.metric, target=first.target,
         hyperparameters=first.hyperparameters, overrides=dict(overrides or {}), seeds=[row.seed for row in rows],
         n_runs=len(rows), n_reached=len(reached), reached_fraction=len(reached) / len(rows),
-        time_to_target=time_stats([row.time_to_target_s for row in reached], confidence),
+        time_to_target=time_stats([row.time_to_target_s for row in reached], confidence), score=score,
         epochs_to_target=epoch_stats([row.epochs_to_target for row in reached if row.epochs_to_target is not None]),
         complete=complete, runs=rows, provenance=provenance(inputs or [], command),
     )
@@ -65,11 +72,12 @@ def format_repeat(s: RepeatSummary) -> str:
         f"  reached          {s.n_reached}/{s.n_runs} ({(s.reached_fraction or 0) * 100:.0f}%)",
         f"  time to target   mean {sec(t.mean_s)}, std {sec(t.std_s)}, CV "
         + ("-" if t.cv is None else f"{t.cv * 100:.2f}%"),
-        f"  {int(t.confidence * 100)}% CI of mean   "
-        + ("-" if t.ci_low_s is None else f"[{t.ci_low_s:.3f}, {t.ci_high_s:.3f}] s"),
+        f"  geometric mean   {sec(t.geometric_mean_s)}, {t.confidence * 100:g}% CI "
+        + ("-" if t.ci_low_s is None else f"[{t.ci_low_s:.3f}, {t.ci_high_s:.3f}] s (Student t on the log times)"),
         f"  olympic mean     {sec(t.olympic_mean_s)}"
         + ("" if t.olympic_mean_s is not None else " (needs >= 3 reached runs)"),
         f"  min/median/max   {sec(t.min_s)} / {sec(t.median_s)} / {sec(t.max_s)}",
+        *_score_lines(s),
         "  epochs to target " + ("-" if e.min is None else f"min {e.min:g}, median {e.median:g}, max {e.max:g} "
                                   f"({', '.join(f'{v:g}' for v in e.values)})"),
     ]
@@ -91,6 +99,18 @@ def format_repeat(s: RepeatSummary) -> str:
     if s.n_reached < s.n_runs:
         lines.append("  note             unreached runs are excluded from the time statistics")
     return "\n".join(lines)
+
+
+def _score_lines(s: RepeatSummary) -> list[str]:
+    """The score and the rule that made it ('score' under MLPerf's rules; DAWNBench's olympic mean is the line above)."""
+    sc = s.score
+    if sc is None or not sc.rule.startswith("MLPerf"):
+        return []
+    seeds = s.seeds[sc.first_run:sc.stop_run]
+    value = f"{sc.score_s:.3f} s" if sc.score_s is not None else "none (invalid)" if not sc.valid else "-"
+    lines = [f"  MLPerf score     {value} over seeds {_seed_range(seeds)}", f"    rule           {sc.rule}"]
+    lines += [f"    note           {n}" for n in sc.notes]
+    return lines
 
 
 def _seed_range(seeds: list[int]) -> str:

@@ -170,7 +170,8 @@ def repeat_table(s: Any) -> tuple[list[str], list[list[str]]]:
         ["mean time to target", _sec(t.mean_s)],
         ["std (ddof=1)", _sec(t.std_s)],
         ["coefficient of variation", "-" if t.cv is None else f"{t.cv * 100:.2f}%"],
-        [f"{int(t.confidence * 100)}% CI of the mean (Student t)",
+        ["geometric mean", _sec(t.geometric_mean_s)],
+        [f"{t.confidence * 100:g}% CI of the geometric mean (Student t on the log times)",
          "-" if t.ci_low_s is None else f"{t.ci_low_s:.3f} - {t.ci_high_s:.3f} s"],
         ["olympic mean (drop fastest and slowest)", _sec(t.olympic_mean_s)],
         ["min / median / max", f"{_sec(t.min_s)} / {_sec(t.median_s)} / {_sec(t.max_s)}"],
@@ -465,6 +466,8 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         images.append(plots.scaling_plot(scaling, out / "scaling.png"))
         s.image("scaling.png", "speedup against devices")
         s.text(scaling.method + ".")
+        for f in sc.flag_lines(scaling):
+            s.text(f"(!) {f}")
         for n in scaling.notes:
             s.text(n)
         return s

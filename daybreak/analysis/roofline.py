@@ -480,7 +480,9 @@ def _fill(point: RooflinePoint, peak: PeakResult | None, per_device_bandwidth: f
             if flops:
                 point.peak_flops_per_s = flops * point.world_size
             else:
-                point.notes.append(f"the peak measurement has no {precision} matmul figure")
+                why = peak.unreliable.get(precision)
+                point.notes.append(f"the peak measurement has no {precision} matmul figure"
+                                   + (f": {why}" if why else ""))
         if point.peak_bandwidth_bytes_per_s is None and peak.bandwidth_bytes_per_s:
             point.peak_bandwidth_bytes_per_s = peak.bandwidth_bytes_per_s * point.world_size
     if point.flops_per_step and point.bytes_per_step:
@@ -489,6 +491,12 @@ def _fill(point: RooflinePoint, peak: PeakResult | None, per_device_bandwidth: f
             setattr(point, k, v)
     elif point.peak_flops_per_s and point.achieved_flops_per_s is not None:
         point.utilization = point.achieved_flops_per_s / point.peak_flops_per_s
+    if point.utilization is not None and point.utilization > 1.0:
+        flag = (f"(!) utilization {point.utilization:.0%} of the measured {point.precision} peak is above 100%: the "
+                "peak was measured below the device's real ceiling (a busy machine, too few threads) or the FLOP "
+                "count is wrong - not a utilization figure")
+        if flag not in point.notes:
+            point.notes.append(flag)
     return point
 
 

@@ -59,8 +59,19 @@ def _throughput_row(r, base) -> ThroughputScalingRow:
         speedup = r.samples_per_s / base.samples_per_s
         basis, ideal = scaling_basis(r, base)
         efficiency = speedup / ideal if ideal else None
+    flags = list(r.flags or [])
+    if not flags and efficiency is not None and efficiency > 1.0:  # a row recorded before the sweep flagged
+        flags.append(efficiency_flag("scaling efficiency", efficiency, speedup, basis))
     return ThroughputScalingRow(world_size=r.world_size, samples_per_s=r.samples_per_s, speedup=speedup,
-                                efficiency=efficiency, efficiency_basis=basis, flags=list(r.flags or []))
+                                efficiency=efficiency, efficiency_basis=basis, flags=flags)
+
+
+def efficiency_flag(what: str, efficiency: float, speedup: float | None, basis: str | None) -> str:
+    """Why an efficiency above 100% is not a plain fact."""
+    shown = "" if speedup is None else f" (speedup {speedup:.2f}x, basis {basis or 'devices'})"
+    return (f"{what} {efficiency:.0%} is above 100%{shown}: the baseline ran below its share (a busy machine, "
+            "threads that do not scale, per-process overheads) or, for time to target, fewer epochs were needed - "
+            "not a plain scaling figure")
 
 
 def _time_per_epoch(run: AnalyzedRun) -> float | None:
@@ -108,6 +119,10 @@ def run_groups(runs: list[AnalyzedRun]) -> list[RunScalingGroup]:
                     speedup = getattr(base, measure) / getattr(r, measure)  # times: smaller is faster
                     setattr(r, speedup_field, speedup)
                     setattr(r, efficiency_field, speedup / r.ideal_speedup if r.ideal_speedup else None)
+            for what, efficiency, speedup in (("time-to-target efficiency", r.tta_efficiency, r.tta_speedup),
+                                              ("time-per-epoch efficiency", r.epoch_efficiency, r.epoch_speedup)):
+                if efficiency is not None and efficiency > 1.0:
+                    r.flags.append(efficiency_flag(what, efficiency, speedup, r.efficiency_basis))
         label = f"{task}/{recipe} to {target * 100:.2f}% ({dtype}, amp {amp})"
         out.append(RunScalingGroup(label=label, task=task, recipe=recipe, target=target,
                                    baseline_devices=base.world_size, rows=rows))
@@ -165,13 +180,24 @@ def throughput_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
+def _over(efficiency: float | None) -> str:
+    """An efficiency, marked (!) above 100% (its row's flags say why)."""
+    return _x(efficiency, "{:.0%}") + (" (!)" if efficiency is not None and efficiency > 1.0 else "")
+
+
+def flag_lines(a: ScalingAnalysis) -> list[str]:
+    """Every flag of the analysis, once: printed under the tables and listed in scaling.md."""
+    rows = [r for g in a.throughput for r in g.rows] + [r for g in a.runs for r in g.rows]
+    return list(dict.fromkeys(f for r in rows for f in r.flags))
+
+
 def runs_table(a: ScalingAnalysis) -> tuple[list[str], list[list[str]]]:
     header = ["group", "devices", "global batch", "runs (reached)", "time to target", "epochs", "time/epoch",
               "TTA speedup", "TTA efficiency", "epoch speedup", "epoch efficiency", "ideal", "basis"]
     body = [[g.label, str(r.world_size), str(r.global_batch_size or "-"), f"{r.n_runs} ({r.n_reached})",
              _x(r.mean_time_to_target_s, "{:.3f} s"), _x(r.mean_epochs_to_target, "{:g}"),
-             _x(r.mean_time_per_epoch_s, "{:.3f} s"), _x(r.tta_speedup), _x(r.tta_efficiency, "{:.0%}"),
-             _x(r.epoch_speedup), _x(r.epoch_efficiency, "{:.0%}"), _x(r.ideal_speedup), r.efficiency_basis or "-"]
+             _x(r.mean_time_per_epoch_s, "{:.3f} s"), _x(r.tta_speedup), _over(r.tta_efficiency),
+             _x(r.epoch_speedup), _over(r.epoch_efficiency), _x(r.ideal_speedup), r.efficiency_basis or "-"]
             for g in a.runs for r in g.rows]
     return header, body
 
@@ -187,6 +213,7 @@ def write_scaling(a: ScalingAnalysis, out: Path) -> list[Path]:
         md += ["## Throughput", "", markdown_table(*throughput_table(a)), ""]
     if a.runs:
         md += ["## Time to target vs time per epoch", "", markdown_table(*runs_table(a)), ""]
+    md += [f"(!) {f}" for f in flag_lines(a)]
     md += [f"Note: {n}" for n in a.notes]
     written.append(atomic_write_text(out / MARKDOWN_FILE, "\n".join(md) + "\n"))
     written.append(plots.scaling_plot(a, out / PLOT_FILE))

@@ -4,7 +4,8 @@ Conventions:
 
 * standard deviation is the sample one (``ddof=1``); the coefficient of variation is ``std / mean``;
 * the confidence interval of the mean is Student's t (``scipy.stats.t.interval``) with ``n - 1`` degrees of
-  freedom and scale ``std / sqrt(n)``;
+  freedom and scale ``std / sqrt(n)``; a time's interval is that of its logs, exponentiated (an interval of the
+  geometric mean: never negative, as a Student-t interval of seconds can be with few, spread runs);
 * the olympic mean (MLPerf's way of scoring several runs) drops the single fastest and the single slowest run and
   averages the rest; it needs at least 3 values;
 * runs that did not reach the target have no time-to-target: callers exclude them from these statistics and
@@ -75,16 +76,113 @@ def olympic_mean(values: Sequence[float]) -> float | None:
     return sum(kept) / len(kept)
 
 
+# --- MLPerf's scoring of a set of runs ------------------------------------------------------------------------------
+# MLPerf Training rules, "Benchmark Results" and "Scoring": a result is the olympic mean of N runs (the fastest and
+# the slowest dropped); a single non-converging run may be treated as the slowest run and dropped; more than one
+# makes the result invalid. A submitter may run M > N runs and score the N consecutive runs closest to the median:
+# every window of N consecutive runs is scored so (an invalid window scoring infinity) and the window with the
+# median score is the result; an invalid median window invalidates the result. mlperf-logging's result_summarizer
+# (_compute_strong_score_standalone, _compute_olympic_average) implements the first part the same way.
+
+MLPERF_SCORED_RUNS = 5  # N when nothing else is said: MLPerf's count for ResNet-50 (and SSD, RetinaNet, ...)
+MLPERF_MAX_FAILED = 1
+
+
+def mlperf_olympic(times: Sequence[float], max_failed: int = MLPERF_MAX_FAILED) -> float | None:
+    """One set of runs scored as MLPerf does (``times``: seconds, ``math.inf`` for a run that did not reach the
+    target): drop the fastest run and the slowest (a non-converging run, if any, being the slowest), average the
+    rest. ``math.inf`` (invalid) with more than ``max_failed`` non-converging runs; None when nothing is left to
+    average (fewer than 3 runs)."""
+    failed = sum(1 for t in times if math.isinf(t))
+    if failed > max_failed:
+        return math.inf
+    scores = sorted(t for t in times if not math.isinf(t))
+    kept = scores[max_failed:len(scores) - (max_failed - failed)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def mlperf_score(times: Sequence[float], scored_runs: int = MLPERF_SCORED_RUNS) -> "RepeatScore":
+    """The MLPerf score of runs in the order they ran (``math.inf``: not reached): the olympic rule above on all of
+    them when there are at most ``scored_runs``; with more, the window of ``scored_runs`` consecutive runs whose
+    score is the median of all windows' (of an even number of windows, the slower of the two middle ones)."""
+    from daybreak.records.repeat import RepeatScore
+
+    runs = list(times)
+    failed = sum(1 for t in runs if math.isinf(t))
+    rule = (f"MLPerf: olympic mean (fastest and slowest dropped; one non-converging run may be the slowest "
+            f"dropped, more make the set invalid)")
+    if len(runs) <= scored_runs:
+        value = mlperf_olympic(runs)
+        notes = [] if len(runs) == scored_runs else [
+            f"{len(runs)} runs: fewer than the {scored_runs} of a complete MLPerf result"]
+        return _score(rule, value, 0, len(runs), failed, notes)
+    windows = [(i, mlperf_olympic(runs[i:i + scored_runs])) for i in range(len(runs) - scored_runs + 1)]
+    ordered = sorted(windows, key=lambda w: (math.inf if w[1] is None else w[1], w[0]))
+    start, value = ordered[len(ordered) // 2]  # odd: the middle; even: the slower of the two middle ones
+    rule += (f"; of {len(runs)} runs, the window of {scored_runs} consecutive runs (in the order they ran) whose "
+             f"score is the median of the {len(windows)} windows'")
+    window_failed = sum(1 for t in runs[start:start + scored_runs] if math.isinf(t))
+    return _score(rule, value, start, start + scored_runs, window_failed, [])
+
+
+def _score(rule: str, value: float | None, start: int, stop: int, failed: int, notes: list[str]) -> "RepeatScore":
+    from daybreak.records.repeat import RepeatScore
+
+    valid = value is not None and not math.isinf(value)
+    if value is not None and math.isinf(value):
+        notes = notes + [f"{failed} non-converging runs: more than {MLPERF_MAX_FAILED}, the set is invalid"]
+    elif value is None:
+        notes = notes + ["fewer than 3 runs: nothing is left once the fastest and the slowest are dropped"]
+    elif failed:
+        notes = notes + [f"{failed} non-converging run counted as the slowest and dropped"]
+    return RepeatScore(rule=rule, score_s=value if valid else None, valid=valid, first_run=start, stop_run=stop,
+                       n_failed=failed, notes=notes)
+
+
+def olympic_score(times: Sequence[float]) -> "RepeatScore":
+    """DAWNBench's headline: the olympic mean of the runs that reached the target (the others counted apart)."""
+    from daybreak.records.repeat import RepeatScore
+
+    reached = [t for t in times if not math.isinf(t)]
+    value = olympic_mean(reached)
+    notes = [] if value is not None else ["needs >= 3 reached runs"]
+    return RepeatScore(rule="olympic mean of the runs that reached the target (fastest and slowest dropped; "
+                            "unreached runs counted in the reached fraction)", score_s=value, valid=value is not None,
+                       first_run=0, stop_run=len(times), n_failed=len(times) - len(reached), notes=notes)
+
+
 def median(values: Sequence[float]) -> float | None:
     v = _clean(values)
     return statistics.median(v) if v else None
 
 
+def geometric_mean(values: Sequence[float]) -> float | None:
+    """exp(mean(log v)) of positive values; None if there are none."""
+    v = _clean(values)
+    if not v or any(x <= 0 for x in v):
+        return None
+    return math.exp(sum(math.log(x) for x in v) / len(v))
+
+
+def log_confidence_interval(values: Sequence[float],
+                            confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The Student-t interval of the mean of log(values), exponentiated: an interval of the geometric mean, never
+    below 0 (times and ratios are positive and spread multiplicatively); None for fewer than 2 values or a value
+    <= 0."""
+    v = _clean(values)
+    if len(v) < 2 or any(x <= 0 for x in v):
+        return None
+    ci = confidence_interval([math.log(x) for x in v], confidence)
+    assert ci is not None
+    return math.exp(ci[0]), math.exp(ci[1])
+
+
 def time_stats(times: Sequence[float], confidence: float = CONFIDENCE) -> TimeStats:
     v = _clean(times)
-    ci = confidence_interval(v, confidence)
+    ci = log_confidence_interval(v, confidence)
     return TimeStats(
         n=len(v), times_s=v, mean_s=mean(v), std_s=sample_std(v), cv=coefficient_of_variation(v),
+        geometric_mean_s=geometric_mean(v),
         confidence=confidence, ci_low_s=ci[0] if ci else None, ci_high_s=ci[1] if ci else None,
         olympic_mean_s=olympic_mean(v), min_s=min(v) if v else None, median_s=median(v),
         max_s=max(v) if v else None,

@@ -45,7 +45,7 @@ examples:
   daybreak ab mnist --a-cmd "python train.py" --b-cmd "python train.py --fast" --runs 5 --out exp/ext"""
 
 
-class ArmOptions(OptionModel):
+class ArmOptions(OptionModel, init=False):
     """What makes one arm of `daybreak ab` differ from the options both arms share."""
 
     name: Annotated[str | None, Opt(
@@ -82,9 +82,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "repeat", formatter_class=HelpFormatter, epilog=REPEAT_EXAMPLES,
         help=help_of("repeat"),
         description="Run N seeds of a run configuration and write DIR/summary.json: time-to-target mean, sample "
-                    "std, coefficient of variation, confidence interval of the mean, MLPerf's olympic mean (needs "
-                    ">= 3 reached runs), the fraction that reached the target, the mean final accuracy with its "
-                    "interval and whether it is above the target at p < 1 - --confidence." + EXPERIMENT_NOTE +
+                    "std, coefficient of variation, the geometric mean with its interval (Student t on the log "
+                    "times, at --confidence), the olympic mean (needs >= 3 reached runs; under --rules mlperf "
+                    "MLPerf's scoring: one non-converging run may be the slowest dropped, two invalidate the set, "
+                    "more runs than --scored-runs are scored by the median window), the fraction that reached the "
+                    "target, the mean final accuracy with its interval and whether it is above the target at p < 1 "
+                    "- --confidence." + EXPERIMENT_NOTE +
                     " Exit status 0 if a trial reached the target, 3 if none did, 5 if a trial crashed.")
     add_flags(p, RunConfig, "repeat", positional=("task",), config_file=True, title="options of each trial (as for "
               "`daybreak run`)")
@@ -114,11 +117,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "file at two commits, or two external programs (--a-cmd/--b-cmd, timed from their MLPerf logs "
                     "as `daybreak time` does). Pair i runs A and B with seed S+i, one right after the other, the "
                     "order alternating. Prints the ratio B/A of time-to-target (and of cost and energy where "
-                    "measured): the geometric mean over the pairs with a Student-t interval of the log ratios, the "
-                    "paired p-value and a bootstrap interval as a check, each arm's reached fraction and accuracy, "
-                    "and a verdict that says 'not distinguishable' when the interval contains 1. "
-                    "--until-significant adds pairs until the interval is narrow enough or the budget is spent. "
-                    "Writes DIR/ab.json and ab.md." + EXPERIMENT_NOTE)
+                    "measured): when every pair reached the target, the geometric mean over the pairs with a "
+                    "Student-t interval of the log ratios and the paired p-value (a bootstrap interval as a check "
+                    "where the pairs allow enough distinct resamples); when a trial did not, it counts as infinitely "
+                    "slow and the ratio is the Hodges-Lehmann estimate with a Wilcoxon signed-rank interval (the "
+                    "method is named). Also each arm's reached fraction (Fisher's exact test) and accuracy, how many "
+                    "pairs the observed spread needs to tell a 5% difference (and --effect), and a verdict that "
+                    "says 'not distinguishable' when the interval contains 1. --until-significant adds pairs until "
+                    "the interval is narrow enough or the budget is spent. Writes DIR/ab.json and ab.md."
+                    + EXPERIMENT_NOTE)
     add_flags(p, RunConfig, "ab", positional=("task",), config_file=True,
               title="options both arms share (as for `daybreak run`)")
     for arm, title in (("a", "the baseline (A)"), ("b", "the candidate (B)")):
@@ -146,6 +153,8 @@ def cmd_repeat(args: argparse.Namespace) -> int:
 
     run, exp, executor, invocation = _parts(args, "repeat")
     summary = repeat(run, exp, executor, invocation)
+    if summary is None:  # a node other than 0: node 0 records the experiment
+        return 0
     if args.json:
         print(summary.model_dump_json(indent=2))
     else:
@@ -180,6 +189,8 @@ def cmd_lesion(args: argparse.Namespace) -> int:
     else:
         get_task(run.task)
     summary = lesion(run, args.without, exp, executor, invocation)
+    if summary is None:
+        return 0
     if args.json:
         print(summary.model_dump_json(indent=2))
         return 0
@@ -209,7 +220,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     check_options(executor)  # before anything is read from git or written
     shared = merge_values(RunConfig, load_toml(args.config, RunConfig) if getattr(args, "config", None) else {},
                           given(args, RunConfig, "ab"))
-    arms, seeds = [], []
+    arms, configs = [], []
     files: dict[Path, str] = {}  # recipe files at a commit, written once the experiment is open
     for prefix, default_name in (("a", "baseline"), ("b", "candidate")):
         arm = ArmOptions(**given(args, ArmOptions, "ab", prefix))
@@ -228,17 +239,18 @@ def cmd_ab(args: argparse.Namespace) -> int:
             files[path] = text
             values["recipe"] = str(path)
         config = RunConfig(**values, command=invocation)
-        seeds.append(config.seed)
+        configs.append(config)
         arms.append(Arm(name=arm.name or default_name, directory=arm.name or default_name,
                         config=arm_options(config), commit=arm.commit,
                         program=shlex.split(arm.cmd) if arm.cmd else None))
-    if seeds[0] != seeds[1]:
-        raise ConfigError(f"the arms start from different seeds ({seeds[0]}, {seeds[1]}): the two trials of a pair "
-                          "share one seed (--seed S gives pairs S, S+1, ...)")
+    if configs[0].seed != configs[1].seed:
+        raise ConfigError(f"the arms start from different seeds ({configs[0].seed}, {configs[1].seed}): the two "
+                          "trials of a pair share one seed (--seed S gives pairs S, S+1, ...)")
     if (arms[0].program is None) != (arms[1].program is None):
         raise ConfigError("give --a-cmd and --b-cmd together (two external programs), or neither")
     if arms[0].name == arms[1].name:
         raise ConfigError(f"both arms are named {arms[0].name!r}: give --a-name and --b-name")
-    summary = ab(arms, exp, executor, invocation, first_seed=seeds[0], files=files)
-    print(summary.model_dump_json(indent=2) if args.json else format_ab(summary))
+    summary = ab(arms, exp, executor, invocation, first_seed=configs[0].seed, files=files, node=configs[0])
+    if summary is not None:
+        print(summary.model_dump_json(indent=2) if args.json else format_ab(summary))
     return 0

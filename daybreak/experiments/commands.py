@@ -42,7 +42,32 @@ def check_config(config: RunConfig) -> Any:
     """Resolve once here so that every mistake (task, recipe, hyperparameters, price) is one line before any trial."""
     from daybreak.train.spec import resolve_run_spec
 
-    return resolve_run_spec(config.with_(nproc_per_node=1, nnodes=1), world_size=1)
+    return resolve_run_spec(config.with_(nproc_per_node=1, nnodes=1, node_rank=0, rdzv_endpoint=None), world_size=1)
+
+
+def check_nodes(run: RunConfig, exp: ExperimentConfig, exec_options: "ex.ExecutorOptions",
+                external: bool = False) -> None:
+    """--nnodes M > 1: every trial spans M nodes, so the same command runs on each node (its --node-rank) and the
+    nodes must start the same trials in the same order: one at a time, here, with a fixed number of pairs."""
+    from daybreak.launch import LaunchSpec
+
+    LaunchSpec(run.nproc_per_node, run.nnodes, run.node_rank, run.rdzv_endpoint).validate()
+    if run.nnodes == 1:
+        return
+    if exec_options.executor != "local" or (exec_options.parallel or 1) > 1:
+        raise ConfigError("--nnodes > 1 runs each trial on every node in step: use --executor local with one "
+                          "trial at a time (no --parallel)")
+    if exp.until_width is not None:
+        raise ConfigError("--until-significant decides on node 0 alone; with --nnodes > 1 give a fixed --runs")
+    if external:
+        raise ConfigError("--a-cmd/--b-cmd run an external program on this node only; drop --nnodes")
+
+
+def _follow(record: Experiment) -> None:
+    """Note on a node other than 0: the trials are done, node 0 recorded them."""
+    if record.node_rank != 0:
+        log(f"node {record.node_rank}: took part in {len(record.trials)} trials; node 0's --out holds the "
+            f"experiment's records")
 
 
 def executor_options(exec_options: "ex.ExecutorOptions", arms: list[Arm], label: str) -> "ex.ExecutorOptions":
@@ -76,16 +101,21 @@ def _out(exp: ExperimentConfig) -> Path:
 # --- repeat -----------------------------------------------------------------------------------------------------------
 
 def repeat(run: RunConfig, exp: ExperimentConfig, exec_options: "ex.ExecutorOptions",
-           invocation: list[str]) -> RepeatSummary:
+           invocation: list[str]) -> RepeatSummary | None:
+    """The summary (None on a node other than 0 of a multi-node experiment: node 0 records it)."""
     spec = check_config(run)
+    check_nodes(run, exp, exec_options)
     out = _out(exp)
     arms = [Arm(name="repeat", directory="", config=arm_options(run))]
     exec_options = executor_options(exec_options, arms, "repeat")
     with ExperimentLock(out, invocation):
         record = open_experiment(out, "repeat", arms, seeds_for(run.seed, exp.runs), exp,
-                                 _executor_record(exec_options), spec.rules, invocation)
+                                 _executor_record(exec_options), spec.rules, invocation, node=run)
         executor = ex.make_executor(exec_options, out)
         execute(out, record, executor, lambda r: write_repeat(out, r, spec.target), "repeat")
+        _follow(record)
+        if record.node_rank:
+            return None
         raise_if_stopped(out, record, "repeat", RepeatSummary.FILE)
         return RepeatSummary.load(out)
 
@@ -108,7 +138,7 @@ def repeat_summary(out: Path, record: Experiment, arm: str, target: float, folde
     latest = len(record.invocations) - 1
     summary = summarize([(rel(t), r, t.invocation < latest) for t, r in kept], overrides=next(a for a in record.arms if a.name == arm).config.get("overrides"),
                         inputs=[str(out / t.run_dir) for t, _ in rows], command=record.invocations[-1],
-                        complete=record.complete, confidence=record.confidence)
+                        complete=record.complete, confidence=record.confidence, scored_runs=record.scored_runs)
     flags = {t.key: t for t, _ in rows}
     by_dir = {rel(t): t for t, _ in kept}
     for row in summary.runs:
@@ -136,7 +166,11 @@ def lesion(run: RunConfig, switches_text: str | None, exp: ExperimentConfig, exe
     from daybreak.analysis.lesion import lesion_variants, parse_switches
 
     spec = check_config(run)
+    check_nodes(run, exp, exec_options)
     recipe = spec.recipe_obj()
+    if not recipe.switches:
+        raise ConfigError(f"recipe {recipe.name} has no switches to turn off (a lesion study needs one; see "
+                          f"`daybreak recipes {recipe.name}`, or declare switches=(...) in its Recipe)")
     switches = parse_switches(switches_text, recipe)
     out = _out(exp)
     base = arm_options(run)
@@ -147,9 +181,12 @@ def lesion(run: RunConfig, switches_text: str | None, exp: ExperimentConfig, exe
 
     with ExperimentLock(out, invocation):
         record = open_experiment(out, "lesion", arms, seeds_for(run.seed, exp.runs), exp,
-                                 _executor_record(exec_options), spec.rules, invocation)
+                                 _executor_record(exec_options), spec.rules, invocation, node=run)
         executor = ex.make_executor(exec_options, out)
         execute(out, record, executor, lambda r: write_lesion(out, r, spec), "lesion")
+        _follow(record)
+        if record.node_rank:
+            return None
         raise_if_stopped(out, record, "lesion", LesionSummary.FILE)
         return LesionSummary.load(out)
 
@@ -174,11 +211,18 @@ def write_lesion(out: Path, record: Experiment, spec: Any) -> None:
 # --- ab ---------------------------------------------------------------------------------------------------------------
 
 def ab(arms: list[Arm], exp: ExperimentConfig, exec_options: "ex.ExecutorOptions", invocation: list[str],
-       first_seed: int = 0, files: dict[Path, str] | None = None) -> AbSummary:
+       first_seed: int = 0, files: dict[Path, str] | None = None, node: RunConfig | None = None) -> AbSummary | None:
     """``arms``: [baseline, candidate]. Pairs of trials with the same seed (``first_seed``, +1, ...), interleaved;
     with --until-significant, further pairs until the interval is narrow enough or the budget is spent. ``files``:
-    recipe files to write into the experiment directory once it is open (an arm's recipe at a commit)."""
+    recipe files to write into the experiment directory once it is open (an arm's recipe at a commit). ``node``:
+    the shared options that say which node this is (--node-rank, --rdzv-endpoint; a trial's config records
+    neither). None on a node other than 0 (node 0 records the summary)."""
     specs = _arm_specs(arms, files or {})
+    for a in arms:
+        config = RunConfig(**a.config)
+        if node is not None:
+            config = config.with_(node_rank=node.node_rank, rdzv_endpoint=node.rdzv_endpoint)
+        check_nodes(config, exp, exec_options, external=a.program is not None)
     if len({s.rules for s in specs}) != 1 or len({s.task for s in specs}) != 1:
         raise ConfigError("both arms must time the same task under the same --rules")
     if specs[0].target != specs[1].target:
@@ -188,7 +232,7 @@ def ab(arms: list[Arm], exp: ExperimentConfig, exec_options: "ex.ExecutorOptions
     exec_options = executor_options(exec_options, arms, "ab")
     with ExperimentLock(out, invocation):
         record = open_experiment(out, "ab", arms, seeds_for(first_seed, exp.runs), exp,
-                                 _executor_record(exec_options), specs[0].rules, invocation)
+                                 _executor_record(exec_options), specs[0].rules, invocation, node=node)
         for path, text in (files or {}).items():
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,6 +241,9 @@ def ab(arms: list[Arm], exp: ExperimentConfig, exec_options: "ex.ExecutorOptions
         state: dict[str, str] = {"stop": f"all {exp.runs} pairs run"}
         more = _until(exp, arms, state) if exp.until_width is not None else None
         execute(out, record, executor, lambda r: write_ab(out, r, specs[0], state["stop"]), "ab", more=more)
+        _follow(record)
+        if record.node_rank:
+            return None
         raise_if_stopped(out, record, "ab", AbSummary.FILE)
         return AbSummary.load(out)
 
@@ -227,23 +274,25 @@ def _until(exp: ExperimentConfig, arms: list[Arm], state: dict[str, str]) -> Cal
         est = compare(record, arms[0].name, arms[1].name).time
         width = relative_width(est)
         n = len(record.seeds)
+        power = est.power_words()
+        power = f"; {power}" if power else ""
         if width is not None and width <= exp.until_width:
             state["stop"] = f"the interval is {width:.3f} wide (<= {exp.until_width:g}) after {n} pairs"
             return []
         if n >= exp.max_runs:
-            state["stop"] = f"--max-runs {exp.max_runs} pairs reached (interval width {_w(width)})"
+            state["stop"] = f"--max-runs {exp.max_runs} pairs reached (interval width {_w(width)}){power}"
             return []
         if exp.budget_s is not None and wall_elapsed_s(record) >= exp.budget_s:
-            state["stop"] = f"--budget {exp.budget_s:g} s spent after {n} pairs (interval width {_w(width)})"
+            state["stop"] = f"--budget {exp.budget_s:g} s spent after {n} pairs (interval width {_w(width)}){power}"
             return []
-        log(f"ab: interval width {_w(width)} > {exp.until_width:g} after {n} pairs: one more pair")
+        log(f"ab: interval width {_w(width)} > {exp.until_width:g} after {n} pairs: one more pair{power}")
         return [max(record.seeds) + 1]
 
     return more
 
 
 def _w(width: float | None) -> str:
-    return "-" if width is None else f"{width:.3f}"
+    return "unbounded" if width is None else f"{width:.3f}"
 
 
 def write_ab(out: Path, record: Experiment, spec: Any, stop: str) -> None:

@@ -133,9 +133,20 @@ def _holder(fd: int) -> str:
 
 
 def open_experiment(out: Path, command: str, arms: list[Arm], seeds: list[int], config: ExperimentConfig,
-                    executor: dict[str, Any], rules: str, invocation: list[str]) -> Experiment:
+                    executor: dict[str, Any], rules: str, invocation: list[str],
+                    node: RunConfig | None = None) -> Experiment:
     """The experiment in ``out``: a new one (the directory must be new or empty), or with ``--resume`` the one
-    recorded there, which must be the same experiment (same command, arms and options)."""
+    recorded there, which must be the same experiment (same command, arms and options). ``node``: the options
+    naming this node of a multi-node experiment (--node-rank, --rdzv-endpoint), recorded for this invocation."""
+    record = _open(out, command, arms, seeds, config, executor, rules, invocation)
+    if node is not None and node.nnodes > 1:
+        record.node_rank, record.rdzv_endpoint = node.node_rank, node.rdzv_endpoint
+        record.save(out)
+    return record
+
+
+def _open(out: Path, command: str, arms: list[Arm], seeds: list[int], config: ExperimentConfig,
+          executor: dict[str, Any], rules: str, invocation: list[str]) -> Experiment:
     file = out / Experiment.FILE
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a directory")
@@ -148,6 +159,7 @@ def open_experiment(out: Path, command: str, arms: list[Arm], seeds: list[int], 
         _check_same(record, command, arms, seeds, rules)
         record.invocations.append(invocation)
         record.executor = executor
+        record.effect, record.scored_runs = config.effect, config.scored_runs  # how it is summarized, not what ran
         extra = [s for s in seeds if s not in record.seeds]
         if extra:  # --resume with more --runs: the new seeds follow, interleaved the same way
             record.trials += trial_order(record.arms, extra, record.order, record.order_seed + len(record.seeds),
@@ -161,7 +173,8 @@ def open_experiment(out: Path, command: str, arms: list[Arm], seeds: list[int], 
         raise ConfigError(f"--out {out}: not empty and holds no experiment; choose a new directory")
     record = Experiment(command=command, arms=arms, seeds=seeds, order=config.order, order_seed=config.order_seed,
                         rules=rules, trials=trial_order(arms, seeds, config.order, config.order_seed),
-                        executor=executor, busy_policy=config.busy, confidence=config.confidence,
+                        executor=executor, busy_policy=config.busy, confidence=config.confidence, effect=config.effect,
+                        scored_runs=config.scored_runs,
                         created_at=datetime.now(timezone.utc), invocations=[invocation])
     out.mkdir(parents=True, exist_ok=True)
     record.save(out)
@@ -198,7 +211,7 @@ def _norm(value: Any) -> Any:
 
 # --- one trial as a process ----------------------------------------------------------------------------------------
 
-def trial_command(out: Path, arm: Arm, trial: Trial) -> list[str]:
+def trial_command(out: Path, arm: Arm, trial: Trial, record_node: Experiment | None = None) -> list[str]:
     """The trial's command line: a fresh `daybreak run` (or `daybreak time` for an external program)."""
     run_dir = out / trial.run_dir
     if arm.program:
@@ -213,7 +226,10 @@ def trial_command(out: Path, arm: Arm, trial: Trial) -> list[str]:
             argv += ["--instance", cfg.instance]
         return argv + ["--", *arm.program]
     config_file = out / TRIALS_DIR / f"{trial.key}.toml"
-    return [sys.executable, "-m", "daybreak", "run", "--config", str(config_file), "--out", str(run_dir), "--quiet"]
+    argv = [sys.executable, "-m", "daybreak", "run", "--config", str(config_file), "--out", str(run_dir), "--quiet"]
+    if record_node is not None and record_node.rdzv_endpoint:  # a trial over several nodes: this node's part
+        argv += ["--node-rank", str(record_node.node_rank), "--rdzv-endpoint", record_node.rdzv_endpoint]
+    return argv
 
 
 def write_trial_config(out: Path, arm: Arm, trial: Trial) -> Path:
@@ -290,6 +306,8 @@ def pending_trials(out: Path, record: Experiment) -> list[Trial]:
     """The trials still to run, in order; an unfinished trial's leftovers are cleared (it runs again from scratch)."""
     todo = []
     for trial in record.trials:
+        if trial.state in ("done", "failed") and record.node_rank != 0:
+            continue  # a follower node records no run: its trial took part, node 0 holds the result
         if trial.state in ("done", "failed"):
             result = read_trial(out, trial, record.rules)
             if result is not None and result.status in FINISHED:
@@ -315,7 +333,7 @@ def run_pending(out: Path, record: Experiment, executor: "ex.Executor", summariz
         arm = arms[trial.arm]
         if not arm.program:
             write_trial_config(out, arm, trial)
-        jobs.append(ex.Trial(key=trial.key, argv=trial_command(out, arm, trial), run_dir=out / trial.run_dir,
+        jobs.append(ex.Trial(key=trial.key, argv=trial_command(out, arm, trial, record), run_dir=out / trial.run_dir,
                              log=out / TRIALS_DIR / f"{trial.key}.log", devices=devices_of(arm)))
     record.save(out)
     refused: list[str] = []
@@ -325,19 +343,22 @@ def run_pending(out: Path, record: Experiment, executor: "ex.Executor", summariz
         trial.invocation = len(record.invocations) - 1
         trial.exit_code, trial.host = outcome.exit_code, outcome.host
         trial.started_at, trial.finished_at, trial.error = outcome.started_at, outcome.finished_at, outcome.error
-        result = read_trial(out, trial, record.rules)
+        result = None if record.node_rank != 0 else read_trial(out, trial, record.rules)
         if outcome.exit_code == EXIT_USAGE:  # refused before it trained (a user mistake): every trial would be
             trial.state = "pending"
             refused.append(f"trial {trial.key} was refused: {last_line(job.log)}")
         elif result is not None and result.status in FINISHED:
             trial.state = "done" if result.status != "failed" else "failed"
+        elif record.node_rank != 0 and outcome.exit_code is not None:  # a follower: its part ended, node 0 records
+            trial.state = "done" if outcome.exit_code == 0 else "failed"
         else:
             trial.state = "interrupted" if result is not None else "lost"
             if trial.error is None:
                 trial.error = f"exit status {outcome.exit_code}; see {job.log}"
         record.updated_at = datetime.now(timezone.utc)
         record.save(out)
-        summarize(record)
+        if record.node_rank == 0:
+            summarize(record)
         done = sum(1 for t in record.trials if t.state in ("done", "failed"))
         arm_label = "" if len(record.arms) == 1 else f" {trial.arm}"
         log(f"{label} [{done}/{total}]{arm_label} seed {trial.seed}: {describe_trial(trial)}")
@@ -395,7 +416,8 @@ def execute(out: Path, record: Experiment, executor: "ex.Executor", summarize: S
     finally:
         record.updated_at = datetime.now(timezone.utc)
         record.save(out)
-        summarize(record)
+        if record.node_rank == 0:
+            summarize(record)
     return record
 
 

@@ -21,7 +21,7 @@ G_EXP = "experiment"
 BUSY_POLICIES = ("keep", "exclude", "rerun")
 
 
-class ExperimentConfig(OptionModel):
+class ExperimentConfig(OptionModel, init=False):
     """The options of an experiment itself (its trials take every run option: daybreak.config.RunConfig)."""
 
     out: Annotated[Path | None, Opt(
@@ -53,10 +53,23 @@ class ExperimentConfig(OptionModel):
         "--confidence", "of every interval; a difference is called when its interval excludes 1 (0.99: the nanoGPT "
         "speedrun's p < 0.01)", parse=number_in(0.5, 0.9999), commands=EXPERIMENT_COMMANDS, metavar="C",
         group=G_EXP)] = 0.99
+    scored_runs: Annotated[int, Opt(
+        "--scored-runs", "with --rules mlperf: N of MLPerf's scoring (the olympic mean of N runs; one non-converging "
+        "run may be the slowest dropped, two invalidate the set); more runs are scored by the window of N "
+        "consecutive runs whose score is the median of all windows'", parse=int_at_least(3),
+        commands=frozenset({"repeat"}), metavar="N", group=G_EXP,
+        default_help="5, MLPerf's count for ResNet-50")] = 5
+    effect: Annotated[float | None, Opt(
+        "--effect", "a difference worth detecting, as a fraction (0.1: a ratio of 1.1): besides 5%, the output says "
+        "how many pairs the observed spread of the log ratios needs to tell it (80% power at --confidence)",
+        parse=number_in(0, 10, low_open=True), commands=frozenset({"lesion", "ab"}), metavar="E", group=G_EXP,
+        default_help="5% only")] = None
     until_width: Annotated[float | None, Opt(
-        "--until-significant", "keep adding pairs until the interval of the time ratio is narrower than W (its "
-        "high / low - 1, e.g. 0.05) or it excludes 1, up to --max-runs pairs or --budget seconds",
-        parse=number_in(0, low_open=True), commands=frozenset({"ab"}), metavar="W", group=G_EXP)] = None
+        "--until-significant", "keep adding pairs, one at a time, until the interval of the time ratio is at most W "
+        "wide (its high / low - 1, e.g. 0.05), or --max-runs pairs or --budget seconds are spent. It does not stop "
+        "when the interval first excludes 1 (stopping on significance would inflate false findings); each step "
+        "says how many pairs the spread so far needs", parse=number_in(0, low_open=True),
+        commands=frozenset({"ab"}), metavar="W", group=G_EXP)] = None
     max_runs: Annotated[int, Opt(
         "--max-runs", "with --until-significant: at most this many pairs", parse=int_at_least(2),
         commands=frozenset({"ab"}), metavar="N", group=G_EXP)] = 50

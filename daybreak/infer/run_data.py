@@ -68,6 +68,9 @@ def choose_data(result: RunResult, run_dir: Path, data_dir: Path | None, *, allo
     custom = run_used_custom_data(result)
     recorded = recorded_folder(result)
     if data_dir is not None:
+        from daybreak.tasks import get_task
+
+        get_task(result.task).check_data_dir(Path(data_dir))
         own = recorded is not None and same_folder(Path(data_dir), recorded)
         return DataChoice(Path(data_dir), allow_custom_data or (custom and own), download, "--data-dir")
     if recorded is None:

@@ -518,6 +518,7 @@ class EnergyMeter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: list[CounterReading] = []
+        self._sampled_s: float | None = None
         with self._lock:
             self._last = self._sample()  # the baseline: every counter's joules count from here
         if poll_s and any(c.range_raw for c in self.counters if not c.broken):
@@ -529,10 +530,13 @@ class EnergyMeter:
     def read(self, t_s: float | None = None) -> EnergySnapshot:
         """Every counter now. Call it right after the device synchronize at each clock boundary and pass the
         timeline instant the clock used (``t_s``), so that energy follows exactly the clock's intervals."""
+        started = time.perf_counter()
         with self._lock:
             readings = self._last = self._sample()
-        return EnergySnapshot(t_s=t_s, perf_counter_s=time.perf_counter(), host=self.host, rank=self.rank,
-                              readings=tuple(readings), missing=dict(self.missing))
+            sampled = self._sampled_s
+        # the instant the counters were read (not after building the snapshot: a preemption there is not energy)
+        return EnergySnapshot(t_s=t_s, perf_counter_s=sampled if sampled is not None else started, host=self.host,
+                              rank=self.rank, readings=tuple(readings), missing=dict(self.missing))
 
     @property
     def available(self) -> bool:
@@ -569,6 +573,7 @@ class EnergyMeter:
 
     def _sample(self, wrapping_only: bool = False) -> list[CounterReading]:
         out: list[CounterReading] = []
+        self._sampled_s = None  # time.perf_counter() just before the first counter was read
         for c in self.counters:
             if wrapping_only and not c.range_raw:
                 continue
@@ -578,6 +583,8 @@ class EnergyMeter:
                 out.append(CounterReading(**base, unavailable=c.broken))
                 continue
             now = time.perf_counter()
+            if self._sampled_s is None:
+                self._sampled_s = now
             try:
                 raw = c.read()
             except _Unreadable as err:

@@ -8,10 +8,11 @@ command's summary (``summary.json`` for repeat, ``lesion.json``, ``ab.json``).
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from daybreak.records.base import Record
 from daybreak.records.provenance import Provenance
@@ -79,24 +80,65 @@ class ArmStats(BaseModel):
     cold_start_spread: float | None = None  # max / min of (data_load + model_init) over its trials
 
 
+POWER = 0.8  # the power of the pairs-needed figures: the usual 80%
+MAX_PAIRS = 100_000  # pairs needed beyond this are "more than 100,000" (None)
+
+
+def format_ratio(x: float | None) -> str:
+    return "-" if x is None else ("inf" if math.isinf(x) else f"{x:.3f}")
+
+
+class PairsNeeded(BaseModel):
+    """How many pairs the observed spread of the log ratios needs to tell a difference of ``effect`` (0.05: a
+    ratio of 1.05) with a paired t-test at the comparison's confidence and this power."""
+
+    effect: float
+    power: float
+    pairs: int | None  # None: more than 100,000
+
+
 class RatioEstimate(BaseModel):
-    """A paired ratio candidate / baseline with its confidence interval (of the geometric mean of the per-pair
-    ratios: a Student-t interval of the mean log ratio, exponentiated) and a bootstrap interval as a check."""
+    """A paired ratio candidate / baseline with its confidence interval; ``method`` says how it was computed
+    (daybreak.analysis.paired: the geometric mean with a Student-t interval of the mean log ratio when every pair
+    reached the target; the Hodges-Lehmann estimate with a Wilcoxon signed-rank interval when a trial did not, an
+    unreached trial counting as infinitely slow). Infinite values are written as "Infinity"."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
 
     quantity: str  # "time_to_target_s", "cost_usd", "energy_j"
-    n_pairs: int
-    ratio: float | None = None  # geometric mean of candidate/baseline over the pairs
+    n_pairs: int  # pairs in the estimate (those with one arm unreached included)
+    n_censored: int = 0  # pairs where one arm did not reach the target: an infinite log ratio
+    n_neither_reached: int = 0  # pairs where neither arm reached the target: no ratio, left out
+    ratio: float | None = None  # the estimate of candidate/baseline
     ci_low: float | None = None
-    ci_high: float | None = None
+    ci_high: float | None = None  # may be infinite
     confidence: float
-    p_value: float | None = None  # two-sided paired t-test of the log ratios (H0: ratio 1)
-    bootstrap_ci_low: float | None = None
+    method: str = ""
+    p_value: float | None = None  # two-sided, H0: ratio 1 (paired t-test, or Wilcoxon signed-rank)
+    interval_note: str | None = None
+    bootstrap_ci_low: float | None = None  # a percentile bootstrap check, where enough distinct resamples exist
     bootstrap_ci_high: float | None = None
-    verdict: str = ""  # "not distinguishable", "candidate faster", "candidate slower", "too few pairs"
+    bootstrap_note: str | None = None  # why there is no bootstrap check
+    log_ratio_sd: float | None = None  # spread of the finite per-pair log ratios
+    pairs_needed: list[PairsNeeded] = Field(default_factory=list)
+    verdict: str = ""  # "not distinguishable", "candidate better", "candidate worse", "too few pairs"
+
+    def power_words(self) -> str:
+        """'the spread of 5 pairs (sd of the log ratios 0.080) needs 41 pairs for 5% to tell the difference (80%
+        power at 99% confidence)'; '' without a spread (fewer than 2 pairs where both arms reached)."""
+        if not self.pairs_needed or self.log_ratio_sd is None:
+            return ""
+        finite = self.n_pairs - self.n_censored
+        figures = ", ".join(
+            f"{'more than ' + format(MAX_PAIRS, ',') if p.pairs is None else p.pairs} pairs for {p.effect * 100:g}%"
+            for p in self.pairs_needed)
+        return (f"the spread of {finite} pairs (sd of the log ratios {self.log_ratio_sd:.3f}) needs {figures} to "
+                f"tell the difference ({POWER * 100:g}% power at {self.confidence * 100:g}% confidence)")
 
 
 class Comparison(BaseModel):
-    """Candidate vs baseline over the pairs (same seed, run one after the other) where both reached."""
+    """Candidate vs baseline over the seed pairs (same seed, run one after the other); an unreached trial counts as
+    infinitely slow (see RatioEstimate.method)."""
 
     baseline: str
     candidate: str
@@ -125,10 +167,14 @@ class Experiment(Record):
     executor: dict[str, Any] = Field(default_factory=dict)
     busy_policy: str = "keep"
     confidence: float = 0.99
+    scored_runs: int = 5  # --scored-runs: N of MLPerf's scoring (repeat under --rules mlperf)
+    effect: float | None = None  # --effect: a difference (0.1 = 10%) whose pairs-needed figure is reported
     created_at: datetime
     updated_at: datetime | None = None
     complete: bool = False
     invocations: list[list[str]] = Field(default_factory=list)  # every command line that worked on it
+    node_rank: int = 0  # --nnodes > 1: this node's rank; a node other than 0 takes part in each trial, records none
+    rdzv_endpoint: str | None = None  # --nnodes > 1: node 0's HOST:PORT, passed to every trial
     method: str = ("each trial is a fresh `daybreak run` process (the same cold start, clocks and record as a run "
                    "of its own); arms are interleaved; trials whose machine was busy are flagged")
 

@@ -54,8 +54,11 @@ class LesionSummary(Record):
     variants: list[LesionVariant]
     confidence: float = 0.95
     complete: bool = True
-    method: str = ("time ratio (paired) = geometric mean over seeds of variant time-to-target / the full recipe's with "
-                   "the same seed, each trial a fresh process, variants interleaved; its interval is Student-t on "
-                   "the log ratios; a switch matters when the interval excludes 1; accuracy ratio = variant mean final "
-                   "accuracy / full recipe's; unreached runs are excluded from the time statistics and counted")
+    method: str = ("time ratio (paired) = variant time-to-target / the full recipe's with the same seed, each trial "
+                   "a fresh process, variants interleaved: the geometric mean over seeds with a Student-t interval "
+                   "of the log ratios when every pair reached the target; otherwise an unreached trial counts as "
+                   "infinitely slow and the ratio is the Hodges-Lehmann estimate with a Wilcoxon signed-rank interval "
+                   "(each variant's comparison names its method); a switch matters when the interval excludes 1; "
+                   "accuracy ratio = variant mean final accuracy / full recipe's; the time statistics of each "
+                   "variant count its reached runs only")
     provenance: Provenance

@@ -26,9 +26,10 @@ class TimeStats(BaseModel):
     mean_s: Seconds | None = None
     std_s: NonNegative | None = None  # sample std, ddof=1
     cv: NonNegative | None = None  # std / mean
+    geometric_mean_s: Seconds | None = None  # exp(mean(log time))
     confidence: Fraction = CONFIDENCE
-    ci_low_s: float | None = None  # Student-t interval of the mean (its low end may be below 0)
-    ci_high_s: float | None = None
+    ci_low_s: float | None = None  # interval of the geometric mean: Student-t on the log times, exponentiated (older
+    ci_high_s: float | None = None  # records: of the arithmetic mean, whose low end could be below 0)
     olympic_mean_s: Seconds | None = None  # fastest and slowest dropped; needs n >= 3
     min_s: Seconds | None = None
     median_s: Seconds | None = None
@@ -42,6 +43,21 @@ class EpochStats(BaseModel):
     min: float | None = None
     median: float | None = None
     max: float | None = None
+
+
+class RepeatScore(BaseModel):
+    """The set of runs scored as one figure, by the rule of the repeat's clock (daybreak.analysis.stats):
+    ``--rules mlperf``: MLPerf's (a non-converging run may be the slowest dropped, two invalidate the set; more runs
+    than --scored-runs: the window of that many consecutive runs closest to the median); otherwise DAWNBench's
+    olympic mean of the reached runs."""
+
+    rule: str  # the rule in words
+    score_s: Seconds | None = None  # None when there is no valid score
+    valid: bool
+    first_run: Index  # the scored runs: runs[first_run:stop_run], in the order they ran
+    stop_run: Index
+    n_failed: Index = 0  # non-converging runs among them
+    notes: list[str] = Field(default_factory=list)
 
 
 class RepeatRun(BaseModel):
@@ -81,6 +97,7 @@ class RepeatSummary(Record):
     n_reached: Index
     reached_fraction: Fraction | None
     time_to_target: TimeStats
+    score: RepeatScore | None = None  # the runs scored as one figure (MLPerf's rules under --rules mlperf)
     epochs_to_target: EpochStats
     unreached_policy: str = UNREACHED_POLICY
     complete: bool = True  # False while seeds are still to run

@@ -44,6 +44,7 @@ class RunScalingRow(BaseModel):
     ideal_speedup: float | None = None  # what perfect scaling would give (see efficiency_basis)
     efficiency_basis: str | None = None  # devices / same_total_cores / same_threads_per_process, as for sweeps
     run_dirs: list[str] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)  # efficiencies above 100%, with the reason (marked (!) in tables)
 
 
 class RunScalingGroup(BaseModel):

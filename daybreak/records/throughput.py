@@ -243,6 +243,9 @@ class PeakResult(BaseModel):
     emulated: dict[str, SlowPrecision] = Field(default_factory=dict)  # precision -> measured, not a ceiling
     unsupported: dict[str, str] = Field(default_factory=dict)  # precision -> why it was not measured
     skipped: dict[str, str] = Field(default_factory=dict)  # precision -> not measured: the budget ran out
+    # precision (or "bandwidth") -> why its measurement is not a ceiling (repeats too far apart, a busy machine);
+    # its samples are kept, it is measured again the next time it is needed
+    unreliable: dict[str, str] = Field(default_factory=dict)
     probe_size: dict[str, int] = Field(default_factory=dict)  # precision -> n of the small timing probe
     probe_flops_per_s: dict[str, float] = Field(default_factory=dict)  # precision -> FLOP/s of that probe
     bandwidth_bytes_per_s: float | None = None  # (bytes read + bytes written) / time of a large copy, median
@@ -290,17 +293,19 @@ class PeakResult(BaseModel):
         """This result with what ``newer`` measured (the same machine key) added or replaced."""
         out = self.model_copy(deep=True)
         per_precision = ("flops_per_s", "flops_samples", "matmul_size", "emulated", "unsupported", "skipped")
-        for precision in set(newer.flops_per_s) | set(newer.emulated) | set(newer.unsupported):
-            for name in per_precision:
+        for precision in set(newer.flops_per_s) | set(newer.emulated) | set(newer.unsupported) | set(newer.unreliable):
+            for name in per_precision + ("unreliable",):
                 getattr(out, name).pop(precision, None)
-        for name in per_precision[:-1] + ("probe_size", "probe_flops_per_s"):
+        for name in per_precision[:-1] + ("probe_size", "probe_flops_per_s", "unreliable"):
             getattr(out, name).update(getattr(newer, name))
         # a precision the newer measurement had no time for keeps what was there
         out.skipped.update({k: v for k, v in newer.skipped.items() if not out.has(k)})
-        if newer.bandwidth_bytes_per_s is not None:
+        if newer.bandwidth_bytes_per_s is not None or "bandwidth" in newer.unreliable:
             out.bandwidth_bytes_per_s = newer.bandwidth_bytes_per_s
             out.bandwidth_samples = list(newer.bandwidth_samples)
             out.copy_bytes = newer.copy_bytes
+            if newer.bandwidth_bytes_per_s is not None:
+                out.unreliable.pop("bandwidth", None)
         out.notes = [n for n in out.notes if n not in newer.notes] + list(newer.notes)
         out.measured_at = newer.measured_at
         out.seconds = (self.seconds or 0.0) + (newer.seconds or 0.0)
@@ -728,6 +733,10 @@ def format_peak(p: PeakResult) -> str:
             lines.append(f"  {precision:<5} not measured: {p.unsupported[precision]}")
         elif precision in p.skipped:
             lines.append(f"  {precision:<5} not measured: {p.skipped[precision]} (measured next time)")
+        elif precision in p.unreliable:
+            lines.append(f"  {precision:<5} NOT A CEILING: {p.unreliable[precision]} (measured again next time)")
+    if "bandwidth" in p.unreliable:
+        lines.append(f"  copy bandwidth NOT A CEILING: {p.unreliable['bandwidth']} (measured again next time)")
     if p.bandwidth_bytes_per_s:
         lines.append(f"  copy bandwidth {p.bandwidth_bytes_per_s / 1e9:.1f} GB/s (read + write, "
                      f"{(p.copy_bytes or 0) / 2**20:.0f} MiB tensor)")

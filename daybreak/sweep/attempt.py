@@ -179,7 +179,8 @@ def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Att
         if precision in peak.emulated:
             row.notes.append(f"no {precision} ceiling, utilization left empty: {peak.emulated[precision].note}")
         elif ceiling is None:
-            why = peak.unsupported.get(precision) or peak.skipped.get(precision) or "not measured"
+            why = (peak.unsupported.get(precision) or peak.unreliable.get(precision) or peak.skipped.get(precision)
+                   or "not measured")
             row.notes.append(f"no {precision} ceiling, utilization left empty: {why}")
         if ceiling:
             if config.device != "cpu":  # each process has its own device: the ceilings add up

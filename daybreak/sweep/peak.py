@@ -72,6 +72,8 @@ DEFAULT_BUDGET_S = 60.0  # everything one command measures, all thread counts an
 BANDWIDTH_SHARE = 0.2  # of the budget, at most, kept for the copy bandwidth
 MIN_SLICE_S = 0.02  # less time than this left for a precision: skipped (measured the next time it is needed)
 CONFIRM_ROUNDS = 2  # a precision that looks emulated is probed again, next to fp32, this many more times
+SPREAD_BOUND = 2.0  # repeats further apart than this (max / min) measured noise, not a ceiling
+ACCEPT_NOISY_ENV = "DAYBREAK_PEAK_ACCEPT_NOISY"  # "1": keep a noisy or busy measurement as a ceiling anyway
 
 
 def peak_cache_dir() -> Path:
@@ -328,9 +330,11 @@ def measure_peak(device: torch.device, size: int | None = None, repeats: int = 5
     what is left; a precision left with no time is recorded in ``skipped``. ``known_emulated``: precisions
     already found emulated on this device (at another thread count), recorded as such without measuring."""
     from daybreak.errors import ConfigError
+    from daybreak.measure.context import ContextSampler
     from daybreak.measure.system import system_info
 
     started = time.perf_counter()
+    sampler = ContextSampler().start() if device.type == "cpu" else None  # other processes' share of the CPUs
     if not budget_s > 0:
         raise ConfigError(f"--budget {budget_s:g}: must be > 0 seconds")
     if repeats < 1:
@@ -437,9 +441,48 @@ def measure_peak(device: torch.device, size: int | None = None, repeats: int = 5
                                 "bandwidth)")
         result.bandwidth_samples = samples
         result.bandwidth_bytes_per_s = statistics.median(samples)
+    busy = sampler.stop()["warnings"] if sampler is not None else []
+    screen_ceilings(result, busy[0] if busy else None)
     result.seconds = time.perf_counter() - started
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    return result
+
+
+def noise_of(samples: list[float]) -> str | None:
+    """Why repeats cannot be a ceiling: more than SPREAD_BOUND apart (a shared machine slows some of them down)."""
+    if len(samples) >= 2 and min(samples) > 0 and max(samples) / min(samples) > SPREAD_BOUND:
+        return (f"its {len(samples)} repeats are {max(samples) / min(samples):.1f}x apart (more than "
+                f"{SPREAD_BOUND:g}x): noise, not a ceiling")
+    return None
+
+
+def screen_ceilings(result: PeakResult, busy: str | None) -> PeakResult:
+    """Move every figure that cannot be a ceiling out of ``flops_per_s`` (and the bandwidth) into ``unreliable``,
+    with the reason: repeats too far apart, or the machine busy while it was measured (``busy``: the context
+    sampler's warning, CPUs only). Such a precision is not cached as a ceiling and is measured again the next time
+    it is needed. DAYBREAK_PEAK_ACCEPT_NOISY=1 keeps them (a machine that is never quiet), with a note."""
+    accept = os.environ.get(ACCEPT_NOISY_ENV) == "1"
+    problems: dict[str, str] = {}
+    for precision, samples in result.flops_samples.items():
+        if precision in result.flops_per_s:
+            why = noise_of(samples) or (f"measured while {busy}" if busy else None)
+            if why:
+                problems[precision] = why
+    if result.bandwidth_bytes_per_s is not None:
+        why = noise_of(result.bandwidth_samples) or (f"measured while {busy}" if busy else None)
+        if why:
+            problems["bandwidth"] = why
+    for what, why in problems.items():
+        if accept:
+            result.notes.append(f"{what}: {why}; kept as a ceiling ({ACCEPT_NOISY_ENV}=1)")
+            continue
+        result.unreliable[what] = why
+        if what == "bandwidth":
+            result.bandwidth_bytes_per_s = None
+        else:
+            result.flops_per_s.pop(what, None)
+            result.matmul_size.pop(what, None)
     return result
 
 

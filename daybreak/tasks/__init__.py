@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from daybreak.data.base import TaskData
+from daybreak.errors import ConfigError
 from daybreak.metrics import TOP5, Metric
 from daybreak.registry import Registry
 
@@ -109,6 +110,17 @@ class Task:
     def feeds_sweeps(self) -> bool:
         """`daybreak throughput --data TASK` can feed its real examples: (image, class) tensors in memory."""
         return self.in_memory and self.num_classes > 0 and self.input_spec.kind == "image"
+
+    def check_data_dir(self, data_dir: Path | None, flag: str = "--data-dir") -> None:
+        """A --data-dir that would be ignored is a mistake: the task reads no folder (its data ships in a package),
+        or the path is a file. (A folder that does not exist yet may be where the files are downloaded.)"""
+        if data_dir is None:
+            return
+        if not self.has_data_dir:
+            raise ConfigError(f"{flag} {data_dir}: task {self.name} reads no data folder ({self.files}); drop {flag}")
+        if Path(data_dir).expanduser().exists() and not Path(data_dir).expanduser().is_dir():
+            raise ConfigError(f"{flag} {data_dir}: not a folder; give the folder that holds {self.name}'s files "
+                              f"({self.files})")
 
     def data_folder(self, source: str) -> Path | None:
         """The folder a run whose ``data_source`` is ``source`` read, to read again; None when it has none."""

@@ -162,6 +162,7 @@ def resolve_run_spec(config: RunConfig, world_size: int | None = None) -> RunSpe
     from daybreak.pricing import resolve_price
 
     task = get_task(config.task)
+    task.check_data_dir(config.data_dir)
     recipe_file = sha = None
     if is_recipe_file(config.recipe):
         name, sha = load_recipe_file(str(config.recipe), expected_sha256=config.recipe_sha256)

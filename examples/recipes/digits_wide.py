@@ -4,7 +4,7 @@ Run it without editing daybreak:
 
     daybreak run digits --recipe examples/recipes/digits_wide.py
     daybreak run digits --recipe examples/recipes/digits_wide.py --set lr=0.003 --seed 2
-    python -c "import daybreak; print(daybreak.run('digits', 'examples/recipes/digits_wide.py').time_to_target_s)"
+    python -c "import daybreak; print(daybreak.run('digits', recipe='examples/recipes/digits_wide.py').status)"
 
 A recipe file registers exactly one ``Recipe``. The runner calls ``build(hp, data, device)`` once, inside model
 initialization; ``data`` is the task's *training* data only (``data.train_x``, ``data.train_y``,

@@ -338,7 +338,8 @@ def accuracy_note(sig, task: LeaderboardTask) -> str:
     """The multi-run entry's accuracy against the target, as the nanoGPT speedrun judges a record: the mean final
     accuracy above the target at p < 0.01 (one-sided t-test), with its 99% interval."""
     pct = (lambda a: f"{a:.4f}") if task.metric == "f1" else (lambda a: f"{a * 100:.2f}%")
-    interval = f" (99% CI {pct(sig.ci_low)} to {pct(sig.ci_high)})" if sig.ci_low is not None else ""
+    interval = (f" ({sig.confidence * 100:g}% CI {pct(sig.ci_low)} to {pct(sig.ci_high)})" if sig.ci_low is not None
+                else "")
     verdict = ("above the target at p < 0.01" if sig.significant else "not shown above the target at p < 0.01")
     p = f", p = {sig.p_value:.2g}" if sig.p_value is not None else (f"; {sig.note}" if sig.note else "")
     return (f"final accuracy: {sig.n_at_or_above_target} of {sig.n} runs at or above the target; mean "
