@@ -12,6 +12,7 @@ this). Steps, each a daybreak command in its own process with its own time limit
     peak                daybreak peak: fp32, tf32, bf16, fp16 ceilings and copy bandwidth, beside the datasheet's
     throughput_resnet50 daybreak throughput, bf16, MFU against the datasheet
     throughput_bert     the same for bert_base
+    throughput_jax_resnet50  resnet50 in JAX/Flax (XLA, bf16) through `daybreak throughput --frameworks jax`
     infer               daybreak infer on the cifar10 run: batch-1 latency and batched throughput
     parity              benchmarks/airbench_parity.py on the synthetic CIFAR files (needs --airbench PATH)
 
@@ -179,6 +180,7 @@ def steps(work: Path, airbench: Path | None, dry_run: bool = False) -> list[Step
                                                 "10", "--steps", "20", "--repeats", "3", "--peak-budget", "20",
                                                 "--no-plots", "--out", str(folder), "-q"],
                         timeout_s=150, collect=lambda step, w, f=folder: throughput_figures(f)))
+    out.append(jax_throughput_step(work))
     out.append(Step("infer", ["infer", str(work / "cifar10"), *data_flags(cifar), "-q"],
                     tiny=["infer", str(work / "cifar10"), *data_flags(cifar), "--device", "cpu", "--warmup", "1",
                           "--throughput-repeats", "1", "-q"],
@@ -188,6 +190,17 @@ def steps(work: Path, airbench: Path | None, dry_run: bool = False) -> list[Step
     out.append(Step("parity", parity, tiny=parity + ["--device", "cpu", "--dry-run"], timeout_s=240,
                     daybreak_cli=False, collect=lambda step, w: _parity_figures(w / "parity")))
     return out
+
+
+def jax_throughput_step(work: Path) -> Step:
+    """ResNet-50 in JAX/Flax (XLA, bf16) through `daybreak throughput --frameworks jax` (issue 30): the GPU image has
+    jax, flax and optax. Each repeat is a fresh process that compiles again, hence 2 repeats and 240 s."""
+    folder = work / "throughput-jax"
+    return Step("throughput_jax_resnet50", ["throughput", "--model", "resnet50", "--frameworks", "jax",
+                                            "--batch-sizes", "128", "--amp", "bf16", "--compile", "on", "--warmup",
+                                            "10", "--steps", "20", "--repeats", "2", "--peak-budget", "20",
+                                            "--no-plots", "--out", str(folder), "-q"],
+                timeout_s=240, collect=lambda step, w: throughput_figures(folder))
 
 
 def _write_mnist(folder: Path, tiny: bool) -> None:

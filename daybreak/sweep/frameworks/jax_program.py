@@ -256,7 +256,7 @@ def main():
 
     ref.run(opts, step, lambda: jax.block_until_ready((holder["state"], holder["loss"])), framework="jax",
             version=jax.__version__, compiler="XLA", flops_per_step=flops,
-            device_name=f"{platform}: {devices[0].device_kind}", threads=opts.threads)
+            device_name=devices[0].device_kind, threads=opts.threads)
     return 0
 
 

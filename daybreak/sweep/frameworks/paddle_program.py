@@ -260,6 +260,8 @@ def load_torch_weights(model, w):
     linear_weights = {f"{name}.weight" for name, m in model.named_sublayers() if isinstance(m, nn.Linear)}
     state = {}
     for name, value in model.state_dict().items():
+        if name.endswith("decoder_weight"):
+            continue  # the word embeddings, tied
         torch_name = name.replace("._mean", ".running_mean").replace("._variance", ".running_var")
         array = w[torch_name]
         state[name] = array.T if name in linear_weights else array
@@ -270,8 +272,11 @@ def loss_of(logits, labels, model):
     logits = paddle.cast(logits, "float32")
     if model == "resnet50":
         return F.cross_entropy(logits, labels)
-    return F.cross_entropy(logits.reshape([-1, ref.VOCAB]), labels.reshape([-1]),
-                           ignore_index=ref.IGNORE_INDEX)  # the mean over the predicted tokens
+    labels = labels.reshape([-1, 1])
+    per_token = F.cross_entropy(logits.reshape([-1, ref.VOCAB]), labels, ignore_index=ref.IGNORE_INDEX,
+                                reduction="none")  # 0 where ignored
+    predicted = paddle.cast(labels != ref.IGNORE_INDEX, "float32").sum()
+    return per_token.sum() / paddle.clip(predicted, min=1.0)  # the mean over the predicted tokens
 
 
 def main():
