@@ -72,7 +72,7 @@ def _run_attempt(config: ThroughputConfig, batch: int, options: SweepOptions, wo
     if config.is_program:  # another framework's program: its own protocol (fresh process per repeat)
         from daybreak.sweep.program import run_attempt
 
-        return run_attempt(config, batch, options.timeout_s, log_path, on_progress)
+        return _Attempt(*run_attempt(config, batch, options.timeout_s, log_path, on_progress))
 
     from daybreak.sweep.worker import WorkerSpec
 

@@ -274,9 +274,9 @@ def timed_seconds(run: Launch, config: ThroughputConfig, batch: int, where: str)
 
 def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path: Path,
                 on_progress: Callable[[dict], None] | None):
-    """Every repeat of the program at ``batch``: an attempt (daybreak.sweep.attempt) with a WorkerReport."""
+    """Every repeat of the program at ``batch``: (status, one-line error, WorkerReport or None, command, seconds),
+    what daybreak.sweep.attempt makes a row of."""
     from daybreak.measure.system import system_info
-    from daybreak.sweep.attempt import _Attempt
     from daybreak.sweep.worker import WorkerReport
 
     threads = threads_per_process(1, config.device, config.threads)  # one process, whatever its devices
@@ -307,7 +307,7 @@ def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path
             try:
                 times.append(timed_seconds(run, config, batch, where))
             except Refused as e:
-                return _Attempt(e.status, e.reason, None, cmd, time.monotonic() - started)
+                return e.status, e.reason, None, cmd, time.monotonic() - started
             start = run.first(START)
             starts.append(start.value)  # type: ignore[union-attr]
             if init_s is None:
@@ -329,4 +329,4 @@ def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path
         energy_unavailable={"total": "not read for programs (`--program`, `--frameworks`)"},
         framework=str(said.get("framework") or config.framework), framework_version=said.get("version"),
         compiler=said.get("compiler"), notes=notes)
-    return _Attempt("ok", None, report, cmd, time.monotonic() - started)
+    return "ok", None, report, cmd, time.monotonic() - started
