@@ -154,8 +154,8 @@ def test_the_suite_dry_run_resolves_every_step_on_the_cpu(stand_in, tmp_path):
     assert json_file.with_suffix(".md").exists()
     s = json.loads(json_file.read_text())
     assert s["dry_run"] and set(s["steps"]) == {"digits", "digits_compile", "mnist", "cifar10", "cifar10_muon",
-                                                "peak", "throughput_resnet50", "throughput_bert_base", "infer",
-                                                "parity"}
+                                                "peak", "throughput_resnet50", "throughput_bert_base",
+                                                "throughput_jax_resnet50", "infer", "parity"}
     ran = {name for name, r in s["steps"].items() if r["status"] == "ok"}
     assert ran == {"digits", "mnist", "cifar10", "peak", "infer", "parity"}, s["steps"]
     assert all(r["status"] == "parsed" for name, r in s["steps"].items() if name not in ran)
