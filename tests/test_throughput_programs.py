@@ -257,10 +257,18 @@ def torch_reference(tmp_path_factory):
     return {name: _torch_reference(name, folder) for name in REFERENCE}
 
 
+def _skip_unless_installed(framework: str) -> None:
+    """Skip when the framework's extra is not installed; never import it here (paddle beside torch segfaults)."""
+    import importlib.util
+
+    missing = [m for m in prog.FRAMEWORKS[framework].modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (pip install -e '.[{prog.FRAMEWORKS[framework].extra}]')")
+
+
 def _describe(framework: str, model_name: str, ref: dict) -> dict:
     fw = prog.FRAMEWORKS[framework]
-    for module in fw.modules:
-        pytest.importorskip(module)
+    _skip_unless_installed(framework)
     size = FLOPS_SIZE[model_name]
     cmd = [sys.executable, str(prog.FRAMEWORKS_DIR / fw.program), "--model", model_name, "--batch-size", "8",
            "--describe", "--weights", str(ref["weights"]), "--batch", str(ref["batch"])]
@@ -289,8 +297,7 @@ def test_a_reference_program_trains_the_same_model(torch_reference, framework, m
 @pytest.mark.parametrize("framework", list(prog.FRAMEWORKS))
 def test_each_reference_program_is_measured_through_the_protocol(tmp_path, framework):
     """Each framework at a tiny size through `daybreak throughput --frameworks`: its rows, what it cannot run."""
-    for module in prog.FRAMEWORKS[framework].modules:
-        pytest.importorskip(module)
+    _skip_unless_installed(framework)
     for model_name, size in (("resnet50", dict(image_size=32)), ("bert_base", dict(seq_len=16))):
         out = tmp_path / model_name
         run_sweep(SweepOptions(model=model_name, out=out, frameworks=[framework], batch_sizes=[2], compiles=[False,
@@ -310,3 +317,25 @@ def test_each_reference_program_is_measured_through_the_protocol(tmp_path, frame
                     "tensorflow": {(c, amp, 1) for c in (False, True) for amp in ("off", "bf16")},
                     "paddle": {(False, "off", 1)}}[framework]
         assert supported == expected, {k: rows[k].error for k in rows}
+
+
+@pytest.mark.slow  # 20-30 s of jobs; test_slurm_configurations_carry_their_framework covers the commands quickly
+def test_program_configurations_run_as_executor_jobs(tmp_path):
+    """`--executor slurm` (submitit-local without a cluster: the same submitit code path) runs a program's
+    configurations like the built-in ones, each job one `daybreak throughput` narrowed to its configuration."""
+    import os
+
+    pytest.importorskip("submitit")
+    from daybreak.cli import main
+
+    partition = os.environ.get("DAYBREAK_TEST_SLURM")
+    executor = ["--executor", "slurm", "--slurm-partition", partition] if partition else \
+        ["--executor", "submitit-local"]
+    out = tmp_path / "jobs"
+    argv = ["throughput", "--model", "fake_net", "--program", f"{sys.executable} {FAKE} ok", "--batch-sizes", "2,4",
+            "--warmup", "2", "--steps", "4", "--repeats", "2", "--device", "cpu", "--peak-budget", "1", "--out",
+            str(out), "--no-plots", "-q", *executor]
+    assert main(argv) == 0
+    rows = load_results(out / "results.jsonl")
+    assert sorted(r.config.batch_size for r in rows) == [2, 4]
+    assert all(r.status == "ok" and r.framework == "fake" and len(r.times_s) == 2 for r in rows), rows

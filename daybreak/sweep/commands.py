@@ -95,7 +95,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "times with the device synchronized and reports the median; also FLOPs per step, achieved "
                     "FLOP/s, utilization of the measured peak (`daybreak peak`), MFU against the GPU's datasheet "
                     "peak (GPUs of daybreak's catalog), joules per sample from the energy counters where they "
-                    "exist, peak memory and the speedup over one device. Results go to DIR/results.jsonl (appended per configuration; re-running skips "
+                    "exist, peak memory and the speedup over one device. --frameworks runs the same grid through JAX, "
+                    "TensorFlow and Paddle reference programs, --program through any program that reports with "
+                    "throughput_log (each repeat a fresh process). Results go to DIR/results.jsonl (appended per configuration; re-running skips "
                     "what is there), results.csv, results.md and plots.",
         formatter_class=HelpFormatter,
     )
