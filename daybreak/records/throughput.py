@@ -136,7 +136,8 @@ class ThroughputConfig(BaseModel):
         import hashlib
 
         digest = hashlib.sha1(json.dumps(self.key(), default=str).encode()).hexdigest()[:10]
-        head = (f"{self.framework}-" if self.is_program else "") + f"{self.model}-{self.mode}-bs{self.batch_size}-{self.amp}-c{int(self.compile)}-d{self.devices}"
+        head = (f"{self.framework}-" if self.is_program else "") + \
+            f"{self.model}-{self.mode}-bs{self.batch_size}-{self.amp}-c{int(self.compile)}-d{self.devices}"
         return f"{head}-n{self.nodes}-{digest}"
 
 

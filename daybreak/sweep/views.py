@@ -39,8 +39,9 @@ def _group_key(r: ThroughputResult) -> tuple:
 
 def _group_title(key: tuple) -> str:
     model, mode, device, seq_len, image_size, data, channels_last, threads, framework = key
-    extras = [framework if framework != "pytorch" else "", f"seq {seq_len}" if seq_len else "", f"{image_size}px" if image_size else "", data or "",
-              "NHWC" if channels_last else "", f"{threads} thr/proc" if threads else "", device]
+    extras = [framework if framework != "pytorch" else "", f"seq {seq_len}" if seq_len else "",
+              f"{image_size}px" if image_size else "", data or "", "NHWC" if channels_last else "",
+              f"{threads} thr/proc" if threads else "", device]
     return f"{model} {mode} ({', '.join(e for e in extras if e)})"
 
 

@@ -77,20 +77,30 @@ class BertLayer(layers.Layer):
         super().__init__(name=f"layer_{index}", **kwargs)
         c, init = ref.BERT, keras.initializers.TruncatedNormal(stddev=0.02)
         self.heads, self.dim = c["heads"], c["hidden"] // c["heads"]
-        dense = lambda n, torch_name: named(layers.Dense(n, kernel_initializer=init, name=f"l{index}_{torch_name}"),  # noqa: E731
-                                             f"bert.encoder.layer.{index}.{torch_name}")
-        self.query, self.key, self.value = (dense(c["hidden"], f"attention.self.{n}") for n in ("query", "key", "value"))
+        prefix = f"bert.encoder.layer.{index}."
+
+        def dense(units, torch_name):
+            return named(layers.Dense(units, kernel_initializer=init, name=f"l{index}_{torch_name}"),
+                         prefix + torch_name)
+
+        def norm(torch_name):
+            return named(layers.LayerNormalization(epsilon=c["ln_eps"], name=f"l{index}_{torch_name}"),
+                         prefix + torch_name)
+
+        self.query, self.key, self.value = (dense(c["hidden"], f"attention.self.{n}") for n in ("query", "key",
+                                                                                                 "value"))
         self.attention_dense = dense(c["hidden"], "attention.output.dense")
         self.intermediate = dense(c["intermediate"], "intermediate.dense")
         self.output_dense = dense(c["hidden"], "output.dense")
-        norm = lambda torch_name: named(layers.LayerNormalization(epsilon=c["ln_eps"], name=f"l{index}_{torch_name}"),  # noqa: E731
-                                        f"bert.encoder.layer.{index}.{torch_name}")
         self.attention_norm, self.output_norm = norm("attention.output.LayerNorm"), norm("output.LayerNorm")
         self.drop = layers.Dropout(c["dropout"])
 
     def call(self, x, training=False):
         shape = tf.shape(x)
-        split = lambda t: tf.transpose(tf.reshape(t, [shape[0], shape[1], self.heads, self.dim]), [0, 2, 1, 3])  # noqa: E731
+
+        def split(t):  # (B, L, H) -> (B, heads, L, dim)
+            return tf.transpose(tf.reshape(t, [shape[0], shape[1], self.heads, self.dim]), [0, 2, 1, 3])
+
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
         scores = tf.matmul(q, k, transpose_b=True) / tf.cast(tf.math.sqrt(float(self.dim)), q.dtype)
         probs = self.drop(tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), q.dtype), training=training)
