@@ -23,6 +23,8 @@ however detached, is found by a marker in its environment and stopped before the
     throughput_bert_base the same for bert_base
     infer               daybreak infer on the cifar10 run: batch-1 latency and batched throughput
     digits_compile      daybreak run digits --compile: recompilations inside the clock, MLPerf clock vs eager
+    throughput_jax_resnet50  resnet50 in JAX/Flax (XLA, bf16) through `daybreak throughput --frameworks jax` (the
+                        image has jax, flax and optax)
     parity              benchmarks/airbench_parity.py (needs --airbench PATH; recipe and compile mode from the script)
 
 The summary ``<results>/<gpu>-<date>.json`` and ``.md`` (``--results``, default benchmarks/results) is rewritten
@@ -244,6 +246,12 @@ def steps(work: Path, airbench: Path | None, dry_run: bool = False) -> list[Step
                     collect=lambda step, w: infer_figures(w / "cifar10")))
     out.append(Step("digits_compile", ["run", "digits", "--compile", "--out", str(work / "digits-compile"), "-q"],
                     timeout_s=240, collect=from_run("digits-compile")))
+    jax_folder = work / "throughput-jax"  # each repeat is a fresh process that compiles again: 2 repeats, 240 s
+    out.append(Step("throughput_jax_resnet50", ["throughput", "--model", "resnet50", "--frameworks", "jax",
+                                                "--batch-sizes", "128", "--amp", "bf16", "--compile", "on",
+                                                "--warmup", "10", "--steps", "20", "--repeats", "2", "--peak-budget",
+                                                "20", "--no-plots", "--out", str(jax_folder), "-q"],
+                    timeout_s=240, collect=lambda step, w: throughput_figures(jax_folder)))
     parity = [sys.executable, str(REPO / "benchmarks" / "airbench_parity.py"), "--airbench", str(airbench or ""),
               "--data-dir", str(cifar), "--repeats", "2", "--out", str(work / "parity")]
     out.append(Step("parity", parity, tiny=parity + ["--device", "cpu", "--dry-run"], timeout_s=240,

@@ -331,7 +331,7 @@ def test_rehearsal_prepare_then_offline_in_a_network_namespace_with_the_images_p
     assert s["offline"] and "pydantic" in s["installed"] and "(installed)" in s["installed"]
     statuses = {k: v["status"] for k, v in s["steps"].items()}
     assert set(statuses) == {"digits", "mnist", "cifar10", "cifar10_muon", "peak", "throughput_resnet50",
-                             "throughput_bert_base", "infer", "digits_compile", "parity"}
+                             "throughput_bert_base", "infer", "digits_compile", "throughput_jax_resnet50", "parity"}
     assert all(v in ("ok", "parsed") for k, v in statuses.items() if k != "parity"), statuses
     assert statuses["parity"] == "skipped" and {k for k, v in statuses.items() if v == "ok"} >= {
         "digits", "mnist", "cifar10", "peak", "infer"}

@@ -39,7 +39,11 @@ def _add_argument_flags() -> dict[str, list[str]]:
 # The same flag name with another meaning: a throughput sweep's --amp and --compile are lists of values to sweep
 # (off,bf16), not one run's setting; the leaderboard's --task picks a board (or the task of imported files).
 # --out of an analysis, a sweep or an experiment is that command's output folder, not a run directory.
-OTHER_MEANING = {"--amp": ("daybreak/sweep/commands.py",), "--compile": ("daybreak/sweep/commands.py",),
+# The reference programs of `throughput --frameworks` (daybreak/sweep/frameworks/) are stand-alone programs of
+# other frameworks, with a command line of their own (daybreak fills it from its settings): not daybreak's options.
+FRAMEWORK_PROGRAMS = "daybreak/sweep/frameworks/"
+OTHER_MEANING = {"--amp": ("daybreak/sweep/commands.py", FRAMEWORK_PROGRAMS),
+                 "--compile": ("daybreak/sweep/commands.py", FRAMEWORK_PROGRAMS), "--threads": (FRAMEWORK_PROGRAMS,),
                  "--task": ("daybreak/leaderboard/commands.py",),
                  # analyze score reads one of the two clocks every record holds (RunConfig's reader checks it)
                  "--rules": ("daybreak/analysis/commands.py",),

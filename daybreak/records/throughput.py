@@ -36,7 +36,11 @@ Mode = Literal["train", "infer"]
 #       ideal speedup is the ratio of total threads (the process count, if the cores suffice).
 EfficiencyBasis = Literal["devices", "same_total_cores", "same_threads_per_process"]
 Amp = Literal["off", "bf16", "fp16"]
-Status = Literal["ok", "oom", "failed", "timeout"]
+# unsupported: the framework's program cannot run this configuration (JAX without XLA, ...); it says why
+Status = Literal["ok", "oom", "failed", "timeout", "unsupported"]
+# "pytorch": daybreak's built-in models; "jax", "tensorflow", "paddle": their reference programs
+# (daybreak/sweep/frameworks); "program": any program given by --program (its command line in ``program``)
+PYTORCH = "pytorch"
 
 RESULTS_FILE = "results.jsonl"
 CSV_FILE = "results.csv"
@@ -68,6 +72,13 @@ class ThroughputConfig(BaseModel):
     repeats: int = 7
     threads: int | None = None  # torch intra-op threads per process; None = cores / processes on CPU
     find_max_batch: bool = False
+    framework: str = PYTORCH  # who trains the model: daybreak's PyTorch models, or a program (see PYTORCH)
+    program: list[str] | None = None  # framework "program": the command line that --program gave
+
+    @property
+    def is_program(self) -> bool:
+        """Measured through the program protocol (daybreak.sweep.program), not by daybreak's own worker."""
+        return self.framework != PYTORCH
 
     @property
     def world_size(self) -> int:
@@ -76,15 +87,33 @@ class ThroughputConfig(BaseModel):
     def key(self) -> tuple:
         """What identifies the configuration. Where the data came from (data_dir, ...) is recorded, not part of
         it: the same task's images in another folder are the same workload."""
-        return (self.model, self.mode, self.batch_size, self.amp, self.compile, self.devices, self.nodes,
-                self.seq_len, self.image_size, self.data, self.channels_last, self.device, self.threads)
+        key = (self.model, self.mode, self.batch_size, self.amp, self.compile, self.devices, self.nodes,
+               self.seq_len, self.image_size, self.data, self.channels_last, self.device, self.threads)
+        # the framework only when it is not PyTorch: the keys (and slugs) of PyTorch records stay what they were
+        return key + ((self.framework, tuple(self.program or ())) if self.is_program else ())
 
     def baseline_key(self) -> tuple:
         """The key of the same configuration on one device of one node (the speedup's denominator)."""
         return self.model_copy(update=dict(devices=1, nodes=1)).key()
 
+    def pytorch_eager_key(self) -> tuple:
+        """The key of the same configuration run by daybreak's PyTorch model without torch.compile (the
+        framework comparison's denominator, as DLPerf's tables are relative to a baseline)."""
+        return self.model_copy(update=dict(framework=PYTORCH, program=None, compile=False)).key()
+
+    def framework_name(self) -> str:
+        """The framework, or for --program ``program`` and the program's file name and arguments (its interpreter
+        and folders left out)."""
+        if self.framework != "program":
+            return self.framework
+        parts = [p.replace("\\", "/").rsplit("/", 1)[-1] for p in self.program or []]
+        if parts and parts[0].startswith("python"):
+            parts = parts[1:]
+        return "program " + " ".join(parts)[:60]
+
     def label(self) -> str:
-        parts = [self.model, self.mode, f"bs={self.batch_size}", f"amp={self.amp}",
+        parts = [self.framework_name()] if self.is_program else []
+        parts += [self.model, self.mode, f"bs={self.batch_size}", f"amp={self.amp}",
                  f"compile={'on' if self.compile else 'off'}", f"devices={self.devices}"]
         if self.nodes > 1:
             parts.append(f"nodes={self.nodes}")
@@ -107,7 +136,8 @@ class ThroughputConfig(BaseModel):
         import hashlib
 
         digest = hashlib.sha1(json.dumps(self.key(), default=str).encode()).hexdigest()[:10]
-        head = f"{self.model}-{self.mode}-bs{self.batch_size}-{self.amp}-c{int(self.compile)}-d{self.devices}"
+        head = (f"{self.framework}-" if self.is_program else "") + \
+            f"{self.model}-{self.mode}-bs{self.batch_size}-{self.amp}-c{int(self.compile)}-d{self.devices}"
         return f"{head}-n{self.nodes}-{digest}"
 
 
@@ -180,6 +210,9 @@ class ThroughputResult(BaseModel):
     device_name: str | None = None
     optimizer: str | None = None  # train mode: e.g. "SGD(lr=0.001, momentum=0.9, weight_decay=5e-05, fused)"
     input_shape: list[int] = Field(default_factory=list)  # one sample's input shape
+    framework: str | None = None  # what trained the model, as the program (or daybreak's worker) says: "jax"
+    framework_version: str | None = None  # e.g. "0.10.2"
+    compiler: str | None = None  # "torch.compile", "XLA", "CINN" or "none"
     attempts: list[Attempt] = Field(default_factory=list)  # --find-max-batch tries, largest first
     init_s: float | None = None  # worker: build, FLOP count, compile and warm-up
     wall_s: float | None = None  # the whole configuration, process launch included
@@ -512,7 +545,7 @@ CSV_COLUMNS = [
     "flops_per_step", "flops_per_sample", "achieved_flops_per_s", "peak_precision", "peak_flops_per_s",
     "utilization", "mfu", "mfu_precision", "datasheet_gpu", "datasheet_peak_flops_per_s", "joules_per_sample",
     "mean_power_w", "energy_covers", "peak_memory_bytes", "peak_host_rss_bytes", "threads_per_process", "cpu_cores", "backend",
-    "device_name", "error", "flags", "notes",
+    "device_name", "error", "flags", "notes", "framework", "framework_version", "compiler",
 ]
 
 
@@ -535,7 +568,8 @@ def _csv_row(r: ThroughputResult) -> dict:
         peak_memory_bytes=r.peak_memory_bytes,
         peak_host_rss_bytes=r.peak_host_rss_bytes, threads_per_process=r.threads_per_process, cpu_cores=r.cpu_cores,
         backend=r.backend, device_name=r.device_name, error=r.error or "", flags="; ".join(r.flags),
-        notes="; ".join(r.notes),
+        notes="; ".join(r.notes), framework=r.framework or c.framework_name(), framework_version=r.framework_version,
+        compiler=r.compiler,
     )
 
 
@@ -569,7 +603,8 @@ def _md_cell(text: str) -> str:
 def _sort_key(r: ThroughputResult):
     c = r.config
     return (c.model, c.mode, c.device, c.seq_len or 0, c.image_size or 0, c.data or "", c.channels_last,
-            c.threads or 0, ["off", "bf16", "fp16"].index(c.amp), c.compile, c.batch_size, c.nodes, c.devices)
+            c.threads or 0, c.is_program, c.framework_name(), ["off", "bf16", "fp16"].index(c.amp), c.compile,
+            c.batch_size, c.nodes, c.devices)
 
 
 def to_markdown(rows: list[ThroughputResult]) -> str:
@@ -600,10 +635,13 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
     groups: dict[tuple, list[ThroughputResult]] = {}
     for r in rows:
         c = r.config
-        groups.setdefault((c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads),
-                          []).append(r)
-    for (model, mode, device, seq_len, image_size, data, channels_last, threads), group in groups.items():
-        extras = [f"seq {seq_len}" if seq_len else "", f"{image_size}px" if image_size else "",
+        groups.setdefault((c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads,
+                           c.framework_name()), []).append(r)
+    if any(r.config.is_program for r in rows):
+        out += _framework_table(rows)
+    for (model, mode, device, seq_len, image_size, data, channels_last, threads, framework), group in groups.items():
+        extras = [framework if framework != PYTORCH else "", f"seq {seq_len}" if seq_len else "",
+                  f"{image_size}px" if image_size else "",
                   f"data {data}" if data else "synthetic data", "channels_last" if channels_last else "",
                   f"{threads} thread{'s' if threads > 1 else ''}/process" if threads else "", device]
         out += [f"## {model} {mode} ({', '.join(e for e in extras if e)})", ""]
@@ -636,7 +674,7 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
         out += _flag_lines(group)
 
     out += ["## All configurations", ""]
-    header = ["model", "mode", "precision", "compile", "devices", "batch/device", "global batch", "samples/s",
+    header = ["model", "framework", "mode", "precision", "compile", "devices", "batch/device", "global batch", "samples/s",
               "min-max", "speedup", "efficiency", "basis", "FLOP/step", "achieved", "utilization", "MFU (datasheet)",
               "energy/sample", "peak memory", "status"]
     out.append("| " + " | ".join(header) + " |")
@@ -648,7 +686,8 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
             f"{_bytes(r.peak_host_rss_bytes)} RSS" if r.peak_host_rss_bytes is not None else "-")
         status = r.status if r.status == "ok" else f"{r.status}: {_md_cell((r.error or '')[:120])}"
         out.append("| " + " | ".join([
-            c.model, c.mode, AMP_TO_PRECISION[c.amp] if c.amp == "off" else c.amp, "on" if c.compile else "off",
+            c.model, _md_cell(_framework_text(r)), c.mode, AMP_TO_PRECISION[c.amp] if c.amp == "off" else c.amp,
+            "on" if c.compile else "off",
             devices, str(r.batch_size or c.batch_size), str(r.global_batch_size or "-"), _num(r.samples_per_s),
             f"{_num(r.samples_per_s_min)}-{_num(r.samples_per_s_max)}" if r.samples_per_s else "-",
             (f"{r.speedup:.2f}x" + (" (!)" if _scaling_flagged(r) else "")) if r.speedup is not None else "-",
@@ -663,6 +702,48 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
         ]) + " |")
     out.append("")
     return "\n".join(out)
+
+
+def _framework_text(r: ThroughputResult) -> str:
+    name = r.framework or r.config.framework_name()
+    return f"{name} {r.framework_version}" if r.framework_version else name
+
+
+def compiler_name(r: ThroughputResult) -> str:
+    """What compiled the step: the row's record, else what the configuration asked for."""
+    if r.compiler:
+        return r.compiler
+    if not r.config.compile:
+        return "none"
+    return {"pytorch": "torch.compile", "jax": "XLA", "tensorflow": "XLA", "paddle": "CINN"}.get(r.config.framework,
+                                                                                                  "on")
+
+
+def _framework_table(rows: list[ThroughputResult]) -> list[str]:
+    """DLPerf's comparison: samples/s per framework x batch x precision x compiler, relative to daybreak's PyTorch
+    model without torch.compile on the same configuration, with the spread of the repeats."""
+    eager = {r.key(): r for r in rows if r.status == "ok" and not r.config.is_program and not r.config.compile}
+    out = ["## Frameworks (DLPerf)", "",
+           "Each framework trains the same model on the same configuration: PyTorch is daybreak's built-in model, "
+           "the others their reference programs (or `--program`), timed by the same protocol; every repeat of a "
+           "program is a fresh process whose warm-up steps are skipped. min-max is the spread over the repeats; "
+           "'vs PyTorch eager' divides by the PyTorch row without torch.compile.", "",
+           "| model | framework | compiler | precision | devices | batch/device | samples/s | min-max | "
+           "vs PyTorch eager | status |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c = r.config
+        base = eager.get(c.pytorch_eager_key())
+        ratio = (f"{r.samples_per_s / base.samples_per_s:.2f}x" if r.status == "ok" and r.samples_per_s and base
+                 and base.samples_per_s else "-")
+        status = "ok" + (" (!)" if r.flags else "") if r.status == "ok" else \
+            f"{r.status}: {_md_cell((r.error or '')[:160])}"
+        devices = f"{c.nodes}x{c.devices}" if c.nodes > 1 else str(c.devices)
+        out.append("| " + " | ".join([
+            c.model, _md_cell(_framework_text(r)), compiler_name(r), AMP_TO_PRECISION[c.amp], devices,
+            str(r.batch_size or c.batch_size), _num(r.samples_per_s),
+            f"{_num(r.samples_per_s_min)}-{_num(r.samples_per_s_max)}" if r.samples_per_s else "-", ratio, status,
+        ]) + " |")
+    return out + [""] + _flag_lines([r for r in rows if r.config.is_program])
 
 
 def format_mfu(r: ThroughputResult) -> str:

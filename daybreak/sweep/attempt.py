@@ -69,6 +69,11 @@ def _run_attempt(config: ThroughputConfig, batch: int, options: SweepOptions, wo
                  on_progress: Callable[[dict], None] | None) -> _Attempt:
     import json
 
+    if config.is_program:  # another framework's program: its own protocol (fresh process per repeat)
+        from daybreak.sweep.program import run_attempt
+
+        return _Attempt(*run_attempt(config, batch, options.timeout_s, log_path, on_progress))
+
     from daybreak.sweep.worker import WorkerSpec
 
     threads = threads_per_process(config.devices, config.device, config.threads)
@@ -160,7 +165,8 @@ def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Att
     row.input_shape = report.input_shape
     row.init_s = report.init_s
     row.data_official = report.data_official
-    row.notes = list(report.data_notes)
+    row.notes = list(report.data_notes) + list(report.notes)
+    row.framework, row.framework_version, row.compiler = report.framework, report.framework_version, report.compiler
     for name, value in report.row_fields(config.steps).items():  # math precision, energy of the timed repeats
         setattr(row, name, value)
     if config.device == "cpu" and report.threads and report.cpu_cores and \

@@ -65,6 +65,17 @@ def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     return parser
 
 
+def _program(text: str | None) -> list[str] | None:
+    import shlex
+
+    if text is None:
+        return None
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise ConfigError(f"--program {text!r}: {e}") from None
+
+
 def _seconds(flag: str, value: float) -> float:
     if not value > 0 or value == float("inf"):
         raise ConfigError(f"{flag} {value:g}: must be a number of seconds > 0")
@@ -85,12 +96,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "times with the device synchronized and reports the median; also FLOPs per step, achieved "
                     "FLOP/s, utilization of the measured peak (`daybreak peak`), MFU against the GPU's datasheet "
                     "peak (GPUs of daybreak's catalog), joules per sample from the energy counters where they "
-                    "exist, peak memory and the speedup over one device. Results go to DIR/results.jsonl (appended per configuration; re-running skips "
+                    "exist, peak memory and the speedup over one device. --frameworks runs the same grid through JAX, "
+                    "TensorFlow and Paddle reference programs, --program through any program that reports with "
+                    "throughput_log (each repeat a fresh process). Results go to DIR/results.jsonl (appended per configuration; re-running skips "
                     "what is there), results.csv, results.md and plots.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--model", required=True, help="resnet50, bert_base or a task model (digits_cnn, mnist_cnn, "
-                                                  "airbench_net)")
+                                                  "airbench_net); with --program, the name of what it trains")
+    p.add_argument("--frameworks", default="pytorch",
+                   help="who trains the model, comma-separated: pytorch (daybreak's models), jax, tensorflow, paddle "
+                        "(their reference programs, resnet50 and bert_base; pip install 'daybreak[jax]' ...); "
+                        "--compile on is their compiler (XLA; Paddle: CINN)")
+    p.add_argument("--program", metavar="CMD",
+                   help="time this training program instead (one string, e.g. \"python train.py --fast\"): it is "
+                        "launched --repeats times as fresh processes and reports windows of steps with "
+                        "throughput_log (see the README)")
     p.add_argument("--mode", choices=["train", "infer"], default="train",
                    help="train: forward+backward+optimizer step; infer: forward only")
     p.add_argument("--batch-sizes", default="32", help="per-device batch sizes, comma-separated")
@@ -171,6 +192,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         find_max_batch=args.find_max_batch, force=args.force, retry_failed=args.retry_failed,
         timeout_s=_seconds("--timeout", args.timeout), peak_budget_s=_seconds("--peak-budget", args.peak_budget),
         plots=not args.no_plots, quiet=args.quiet,
+        frameworks=[f for f in args.frameworks.split(",") if f.strip()], program=_program(args.program),
     )
     from daybreak.executors import ExecutorOptions, check_options
     from daybreak.options import dataclass_from_args

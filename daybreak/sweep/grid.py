@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -47,6 +48,8 @@ class SweepOptions:
     peak: PeakResult | None = None  # the node's ceilings, instead of the cached/measured ones (tests, offline)
     peak_budget_s: float = DEFAULT_PEAK_BUDGET_S  # seconds for every peak measurement this sweep needs
     log: Callable[[str], None] | None = None
+    frameworks: list[str] = field(default_factory=lambda: ["pytorch"])  # pytorch and/or daybreak.sweep.program's
+    program: list[str] | None = None  # --program: any program speaking the protocol (daybreak.sweep.program)
 
 
 def resolve_device(name: str) -> str:
@@ -83,15 +86,17 @@ def sweep_data_tasks() -> list[str]:
 
 
 def expand(options: SweepOptions) -> list[ThroughputConfig]:
-    """Check the options and list the configurations: devices, then precision, compile, batch size."""
+    """Check the options and list the configurations: framework, devices, then precision, compile, batch size."""
     from daybreak.models import model_names
     from daybreak.sweep.worker import DEFAULT_SEQ_LEN, model_kind
 
     if options.mode not in ("train", "infer"):
         raise ConfigError(f"--mode {options.mode!r}: choose train or infer")
-    if options.model not in model_names():
+    frameworks = check_frameworks(options)
+    if options.program is None and options.model not in model_names():
         raise ConfigError(f"unknown model {options.model!r}; known models: {', '.join(model_names())}")
-    kind = model_kind(options.model)
+    # --program: the model is the program's own (a name for the records); daybreak's models are checked as usual
+    kind = model_kind(options.model) if options.model in model_names() else None
     for name, values in (("--batch-sizes", options.batch_sizes), ("--devices", options.devices)):
         if not values or any(v < 1 for v in values):
             raise ConfigError(f"{name}: give one or more integers >= 1")
@@ -130,7 +135,7 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
         seq_len = DEFAULT_SEQ_LEN if seq_len is None else seq_len
         if not 1 <= seq_len <= 512:
             raise ConfigError(f"--seq-len {seq_len}: must be in 1..512 (BERT's positions)")
-    else:
+    elif kind == "image":
         if seq_len is not None:
             raise ConfigError(f"--seq-len: {options.model} takes images; use --image-size")
         if image_size is not None and image_size < 1:
@@ -153,16 +158,43 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
 
     data_dir = str(Path(options.data_dir).expanduser().resolve()) if data and options.data_dir is not None else None
     configs = []
-    for devices in sorted(set(options.devices)):
-        for amp in sorted(set(options.amps), key=AMP_ORDER.index):
-            for compiled in sorted(set(options.compiles)):
-                for batch in sorted(set(options.batch_sizes)):
-                    configs.append(ThroughputConfig(
-                        model=options.model, mode=options.mode, batch_size=batch, amp=amp, compile=compiled,
-                        devices=devices, nodes=options.nodes, seq_len=seq_len, image_size=image_size, data=data,
-                        data_dir=data_dir, allow_custom_data=options.allow_custom_data and bool(data),
-                        download=options.download, channels_last=options.channels_last, device=device,
-                        warmup=options.warmup,
-                        steps=options.steps, repeats=options.repeats, threads=options.threads,
-                        find_max_batch=options.find_max_batch))
+    for framework, devices, amp, compiled, batch in itertools.product(
+            frameworks, sorted(set(options.devices)), sorted(set(options.amps), key=AMP_ORDER.index),
+            sorted(set(options.compiles)), sorted(set(options.batch_sizes))):
+        configs.append(ThroughputConfig(
+            model=options.model, mode=options.mode, batch_size=batch, amp=amp, compile=compiled,
+            devices=devices, nodes=options.nodes, seq_len=seq_len, image_size=image_size, data=data,
+            data_dir=data_dir, allow_custom_data=options.allow_custom_data and bool(data),
+            download=options.download, channels_last=options.channels_last, device=device, warmup=options.warmup,
+            steps=options.steps, repeats=options.repeats, threads=options.threads,
+            find_max_batch=options.find_max_batch, framework=framework,
+            program=options.program if framework == "program" else None))
     return configs
+
+
+def check_frameworks(options: SweepOptions) -> list[str]:
+    """The frameworks to run (``program`` for --program), each installed, with what programs can do checked."""
+    from daybreak.sweep.program import REFERENCE_MODELS, check_framework
+
+    names = list(dict.fromkeys(f.strip().lower() for f in options.frameworks if f.strip()))
+    if options.program is not None:
+        if names != ["pytorch"]:
+            raise ConfigError("give --program or --frameworks, not both")
+        if not options.program:
+            raise ConfigError("--program: give the program's command line, e.g. --program 'python train.py'")
+        names = ["program"]
+    if not names:
+        raise ConfigError("--frameworks: give one or more of pytorch, jax, tensorflow, paddle")
+    for name in names:
+        if name not in ("pytorch", "program"):
+            check_framework(name)
+            if options.model not in REFERENCE_MODELS:
+                raise ConfigError(f"--frameworks {name}: its reference program trains {' and '.join(REFERENCE_MODELS)}"
+                                  f", not {options.model} (or time your own program with --program)")
+    if any(n != "pytorch" for n in names):
+        for flag, bad in (("--mode infer", options.mode != "train"), ("--data", bool(options.data)),
+                          ("--nodes > 1", options.nodes > 1)):
+            if bad:
+                raise ConfigError(f"{flag}: programs (--program, --frameworks other than pytorch) time training "
+                                  "steps on synthetic data on one node")
+    return names

@@ -45,7 +45,9 @@ def peak_needs(configs: list[ThroughputConfig]) -> dict[int | None, list[str]]:
     configuration's processes run at that many threads); on an accelerator, None -> precisions."""
     needs: dict[int | None, set[str]] = {}
     for c in configs:
-        threads = threads_per_process(c.devices, "cpu", c.threads) if c.device == "cpu" else None
+        # a program is one process whatever its devices
+        threads = threads_per_process(1 if c.is_program else c.devices, "cpu", c.threads) if c.device == "cpu" \
+            else None
         needs.setdefault(threads, set()).add(AMP_TO_PRECISION[c.amp])
     order = ("fp32", "bf16", "fp16")
     return {t: sorted(p, key=order.index) for t, p in needs.items()}

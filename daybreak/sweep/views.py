@@ -33,13 +33,15 @@ def write_views(out: Path, plots: bool = True, log: Callable[[str], None] | None
 
 def _group_key(r: ThroughputResult) -> tuple:
     c = r.config
-    return (c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads)
+    return (c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads,
+            c.framework_name())
 
 
 def _group_title(key: tuple) -> str:
-    model, mode, device, seq_len, image_size, data, channels_last, threads = key
-    extras = [f"seq {seq_len}" if seq_len else "", f"{image_size}px" if image_size else "", data or "",
-              "NHWC" if channels_last else "", f"{threads} thr/proc" if threads else "", device]
+    model, mode, device, seq_len, image_size, data, channels_last, threads, framework = key
+    extras = [framework if framework != "pytorch" else "", f"seq {seq_len}" if seq_len else "",
+              f"{image_size}px" if image_size else "", data or "", "NHWC" if channels_last else "",
+              f"{threads} thr/proc" if threads else "", device]
     return f"{model} {mode} ({', '.join(e for e in extras if e)})"
 
 

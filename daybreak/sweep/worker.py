@@ -93,6 +93,10 @@ class WorkerReport(BaseModel):
     energy_covers: list[str] = Field(default_factory=list)  # the kinds in those totals
     energy_unavailable: dict[str, str] = Field(default_factory=dict)  # kind -> why it is not in the totals
     system: dict[str, Any] | None = None
+    framework: str | None = None  # "pytorch" here; a program's own name (daybreak.sweep.program)
+    framework_version: str | None = None
+    compiler: str | None = None  # "torch.compile" / "none"; a program's: "XLA", ...
+    notes: list[str] = Field(default_factory=list)  # for the row's notes
     finished_at: float = Field(default_factory=time.time)
 
     def row_fields(self, steps: int) -> dict[str, Any]:
@@ -513,6 +517,8 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
         optimizer=optimizer_name, init_s=init_s, cpu_cores=cpu_cores(), data_official=work.data_official,
         data_notes=work.data_notes, math_precision=math_precision(config, device), energy_j=energy_j,
         energy_covers=energy_covers, energy_unavailable=energy_unavailable, system=system,
+        framework="pytorch", framework_version=torch.__version__,
+        compiler="torch.compile" if config.compile else "none",
     )
     if world > 1:
         barrier()

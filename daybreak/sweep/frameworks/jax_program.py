@@ -1,0 +1,264 @@
+"""ResNet-50 v1.5 and BERT-base (masked-LM head) training steps in JAX / Flax (linen) + optax, timed by daybreak's
+throughput protocol (throughput_log). Written the way Flax's own examples write them: modules with
+``@nn.compact`` and ``functools.partial`` for the conv / norm defaults (examples/imagenet/models.py), a
+``TrainState`` carrying the batch statistics, ``jax.value_and_grad`` with the mutable ``batch_stats`` as aux, and
+one ``jax.jit``-compiled step with the state donated (examples/imagenet/train.py). BERT's layer layout follows the
+Flax BERT of the Hugging Face port (Dense query/key/value, the decoder tied to the word embeddings through
+``Embed.attend``).
+
+XLA always (JAX has no eager training path worth timing: `--compile off` is reported unsupported). AMP bf16 is
+Flax's ``dtype=bfloat16`` (computation) with float32 parameters. Several devices: the batch is sharded over a
+1-D mesh and the state replicated (on a CPU, XLA's host platform is split into that many devices).
+"""
+
+import os
+import sys
+from functools import partial
+
+import reference as ref
+
+OPTS = ref.options()
+if OPTS.devices > 1:  # before jax is imported: a CPU becomes OPTS.devices host devices (ignored by GPU platforms)
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               f" --xla_force_host_platform_device_count={OPTS.devices}").strip()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from flax import linen as nn  # noqa: E402
+from flax.training import train_state  # noqa: E402
+
+STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
+
+
+class Bottleneck(nn.Module):
+    width: int
+    stride: int
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train):
+        conv = partial(nn.Conv, use_bias=False, dtype=self.dtype,
+                       kernel_init=nn.initializers.variance_scaling(2.0, "fan_out", "normal"))
+        norm = partial(nn.BatchNorm, use_running_average=not train, momentum=1 - ref.BN["momentum"],
+                       epsilon=ref.BN["eps"], dtype=self.dtype)
+        s = (self.stride, self.stride)
+        y = nn.relu(norm(name="bn1")(conv(self.width, (1, 1), padding="VALID", name="conv1")(x)))
+        y = nn.relu(norm(name="bn2")(conv(self.width, (3, 3), s, padding=((1, 1), (1, 1)), name="conv2")(y)))  # v1.5
+        y = norm(name="bn3", scale_init=nn.initializers.zeros)(conv(self.width * 4, (1, 1), padding="VALID",
+                                                                    name="conv3")(y))
+        residual = x
+        if x.shape[-1] != self.width * 4 or self.stride != 1:
+            residual = norm(name="downsample_1")(conv(self.width * 4, (1, 1), s, padding="VALID",
+                                                      name="downsample_0")(x))
+        return nn.relu(y + residual)
+
+
+class ResNet50(nn.Module):
+    num_classes: int = ref.NUM_CLASSES
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train=True, dropout=False):
+        x = nn.Conv(64, (7, 7), (2, 2), padding=((3, 3), (3, 3)), use_bias=False, dtype=self.dtype,
+                    kernel_init=nn.initializers.variance_scaling(2.0, "fan_out", "normal"), name="conv1")(x)
+        x = nn.BatchNorm(use_running_average=not train, momentum=1 - ref.BN["momentum"], epsilon=ref.BN["eps"],
+                         dtype=self.dtype, name="bn1")(x)
+        x = nn.max_pool(nn.relu(x), (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+        for i, (width, blocks, stride) in enumerate(STAGES, 1):
+            for j in range(blocks):
+                x = Bottleneck(width, stride if j == 0 else 1, self.dtype, name=f"layer{i}_{j}")(x, train)
+        x = jnp.mean(x, axis=(1, 2))
+        return nn.Dense(self.num_classes, dtype=self.dtype, name="fc")(x)
+
+
+class BertLayer(nn.Module):
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, dropout):
+        c = ref.BERT
+        dense = partial(nn.Dense, dtype=self.dtype, kernel_init=nn.initializers.normal(0.02))
+        norm = partial(nn.LayerNorm, epsilon=c["ln_eps"], dtype=self.dtype)
+        drop = partial(nn.Dropout, rate=c["dropout"], deterministic=not dropout)
+        b, length, hidden = x.shape
+        heads, dim = c["heads"], hidden // c["heads"]
+        split = lambda t: t.reshape(b, length, heads, dim)  # noqa: E731
+        q, k, v = (split(dense(hidden, name=n)(x)) for n in ("query", "key", "value"))
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(dim).astype(self.dtype)
+        probs = drop()(jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(self.dtype))
+        context = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, length, hidden)
+        x = norm(name="attention_LayerNorm")(x + drop()(dense(hidden, name="attention_dense")(context)))
+        h = nn.gelu(dense(c["intermediate"], name="intermediate")(x), approximate=False)
+        return norm(name="output_LayerNorm")(x + drop()(dense(hidden, name="output")(h)))
+
+
+class BertForMaskedLM(nn.Module):
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, ids, train=True, dropout=True):
+        c = ref.BERT
+        init = nn.initializers.normal(0.02)
+        embed = nn.Embed(ref.VOCAB, c["hidden"], embedding_init=init, dtype=self.dtype, name="word_embeddings")
+        positions = self.param("position_embeddings", init, (c["positions"], c["hidden"]))
+        types = self.param("token_type_embeddings", init, (c["types"], c["hidden"]))
+        x = embed(ids) + positions[: ids.shape[1]].astype(self.dtype) + types[0].astype(self.dtype)
+        x = nn.LayerNorm(epsilon=c["ln_eps"], dtype=self.dtype, name="embeddings_LayerNorm")(x)
+        x = nn.Dropout(c["dropout"], deterministic=not dropout)(x)
+        for i in range(c["layers"]):
+            x = BertLayer(self.dtype, name=f"layer_{i}")(x, dropout)
+        h = nn.gelu(nn.Dense(c["hidden"], dtype=self.dtype, kernel_init=init, name="transform_dense")(x),
+                    approximate=False)
+        h = nn.LayerNorm(epsilon=c["ln_eps"], dtype=self.dtype, name="transform_LayerNorm")(h)
+        bias = self.param("decoder_bias", nn.initializers.zeros, (ref.VOCAB,))
+        return embed.attend(h) + bias.astype(self.dtype)  # the decoder is the word-embedding matrix (tied)
+
+
+# --- daybreak's PyTorch weights -> Flax variables ----------------------------------------------------------------
+
+def _torch_to_flax_resnet(w):
+    params, stats = {}, {}
+
+    def put(tree, path, value):
+        for key in path[:-1]:
+            tree = tree.setdefault(key, {})
+        tree[path[-1]] = jnp.asarray(value)
+
+    for name, value in w.items():
+        parts = name.split(".")
+        if parts[-1] == "num_batches_tracked":
+            continue
+        if parts[0].startswith("layer"):  # layer1.0.conv1.weight -> layer1_0 / conv1; downsample.0 -> downsample_0
+            parts = [f"{parts[0]}_{parts[1]}", "_".join(parts[2:-1]), parts[-1]]
+        module, leaf = parts[:-1], parts[-1]
+        if leaf == "weight" and value.ndim == 4:
+            put(params, module + ["kernel"], value.transpose(2, 3, 1, 0))  # OIHW -> HWIO
+        elif leaf == "weight" and value.ndim == 2:
+            put(params, module + ["kernel"], value.T)
+        elif leaf == "weight":
+            put(params, module + ["scale"], value)
+        elif leaf == "bias":
+            put(params, module + ["bias"], value)
+        elif leaf == "running_mean":
+            put(stats, module + ["mean"], value)
+        elif leaf == "running_var":
+            put(stats, module + ["var"], value)
+    return {"params": params, "batch_stats": stats}
+
+
+def _torch_to_flax_bert(w):
+    dense = lambda p: {"kernel": jnp.asarray(w[p + ".weight"].T), "bias": jnp.asarray(w[p + ".bias"])}  # noqa: E731
+    norm = lambda p: {"scale": jnp.asarray(w[p + ".weight"]), "bias": jnp.asarray(w[p + ".bias"])}  # noqa: E731
+    e = "bert.embeddings."
+    params = {"word_embeddings": {"embedding": jnp.asarray(w[e + "word_embeddings.weight"])},
+              "position_embeddings": jnp.asarray(w[e + "position_embeddings.weight"]),
+              "token_type_embeddings": jnp.asarray(w[e + "token_type_embeddings.weight"]),
+              "embeddings_LayerNorm": norm(e + "LayerNorm"),
+              "transform_dense": dense("cls.predictions.transform.dense"),
+              "transform_LayerNorm": norm("cls.predictions.transform.LayerNorm"),
+              "decoder_bias": jnp.asarray(w["cls.predictions.bias"])}
+    for i in range(ref.BERT["layers"]):
+        t = f"bert.encoder.layer.{i}."
+        params[f"layer_{i}"] = {
+            "query": dense(t + "attention.self.query"), "key": dense(t + "attention.self.key"),
+            "value": dense(t + "attention.self.value"), "attention_dense": dense(t + "attention.output.dense"),
+            "attention_LayerNorm": norm(t + "attention.output.LayerNorm"),
+            "intermediate": dense(t + "intermediate.dense"), "output": dense(t + "output.dense"),
+            "output_LayerNorm": norm(t + "output.LayerNorm")}
+    return {"params": params}
+
+
+# --- the training step -------------------------------------------------------------------------------------------
+
+class TrainState(train_state.TrainState):
+    batch_stats: dict
+
+
+def loss_of(logits, labels, model):
+    logits = logits.astype(jnp.float32)
+    if model == "resnet50":
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+    mask = labels != ref.IGNORE_INDEX  # masked-LM: the mean over the predicted tokens
+    per_token = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.where(mask, labels, 0))
+    return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1)
+
+
+def main():
+    opts = OPTS
+    devices = jax.devices()[: opts.devices]
+    platform = devices[0].platform
+    if not ref.check(opts, "jax", compiler_off_ok=False, several_devices=True, why={
+            "compile_off": "JAX always compiles with XLA (jax.jit): there is no compiler-off JAX to time",
+            "amp": f"JAX: AMP {opts.amp} is not supported by this program (bf16 only)"}):
+        return 0
+    if len(devices) < opts.devices:
+        ref.tl.unsupported(f"JAX sees {len(jax.devices())} {platform} device(s), {opts.devices} asked")
+        return 0
+    dtype = jnp.bfloat16 if opts.amp == "bf16" else jnp.float32
+    model = ResNet50(dtype=dtype) if opts.model == "resnet50" else BertForMaskedLM(dtype=dtype)
+    x_np, y_np = ref.synthetic_batch(opts)
+    if opts.model == "resnet50":
+        x_np = x_np.transpose(0, 2, 3, 1)  # NCHW -> NHWC, Flax's layout
+    rng = jax.random.PRNGKey(0)
+    weights = ref.torch_weights(opts)
+    if weights is not None:
+        variables = (_torch_to_flax_resnet if opts.model == "resnet50" else _torch_to_flax_bert)(weights)
+    else:
+        variables = jax.jit(partial(model.init, train=False, dropout=False))(rng, jnp.asarray(x_np[:1]))
+    if opts.model == "resnet50":
+        tx = optax.chain(optax.add_decayed_weights(ref.SGD["weight_decay"]),  # L2 in the gradient, as torch's SGD
+                         optax.sgd(ref.SGD["lr"], momentum=ref.SGD["momentum"]))
+    else:
+        a = ref.ADAMW
+        tx = optax.adamw(a["lr"], b1=a["b1"], b2=a["b2"], eps=a["eps"], weight_decay=a["weight_decay"])
+    state = TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
+                              batch_stats=variables.get("batch_stats", {}))
+    has_stats = bool(state.batch_stats)
+
+    def forward(params, batch_stats, x, key, dropout):
+        v = {"params": params, **({"batch_stats": batch_stats} if has_stats else {})}
+        if has_stats:
+            return model.apply(v, x, train=True, dropout=dropout, mutable=["batch_stats"], rngs={"dropout": key})
+        return model.apply(v, x, train=True, dropout=dropout, rngs={"dropout": key}), {}
+
+    def train_step(state, x, y, key):
+        def loss_fn(params):
+            logits, updates = forward(params, state.batch_stats, x, key, True)
+            return loss_of(logits, y, opts.model), updates
+
+        (loss, updates), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        state = state.apply_gradients(grads=grads, batch_stats=updates.get("batch_stats", state.batch_stats))
+        return state, loss
+
+    mesh = jax.sharding.Mesh(np.array(devices), ("data",))
+    batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    state = jax.device_put(state, replicated)
+    x, y = jax.device_put(jnp.asarray(x_np), batch_sharding), jax.device_put(jnp.asarray(y_np), batch_sharding)
+    compiled = jax.jit(train_step, donate_argnums=0).lower(state, x, y, rng).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    flops = int(cost["flops"]) if cost and cost.get("flops") else None  # one device's program (SPMD)
+
+    if opts.describe:
+        logits, _ = jax.jit(partial(forward, dropout=False))(state.params, state.batch_stats, x, rng)
+        params = sum(p.size for p in jax.tree_util.tree_leaves(state.params))
+        ref.describe(params, flops, loss_of(logits, y, opts.model), framework="jax", version=jax.__version__)
+        return 0
+
+    holder = {"state": state, "loss": None, "i": 0}
+
+    def step():
+        holder["i"] += 1
+        holder["state"], holder["loss"] = compiled(holder["state"], x, y, jax.random.fold_in(rng, holder["i"]))
+
+    ref.run(opts, step, lambda: jax.block_until_ready((holder["state"], holder["loss"])), framework="jax",
+            version=jax.__version__, compiler="XLA", flops_per_step=flops,
+            device_name=devices[0].device_kind, threads=opts.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""ResNet-50 v1.5 and BERT-base (masked-LM head) training steps in PaddlePaddle, timed by daybreak's throughput
+protocol (throughput_log). Written the way PaddleClas and PaddleNLP write them: ``paddle.nn.Layer`` models in NCHW
+with ``Conv2D(bias_attr=False)`` + ``BatchNorm2D``, ``Momentum`` with L2 decay for ResNet and ``AdamW`` for BERT, a
+dygraph training step (``loss.backward()``, ``optimizer.step()``, ``optimizer.clear_grad()``), AMP through
+``paddle.amp.auto_cast`` and the compiler through ``paddle.jit.to_static`` with CINN (``build_cinn_pass``).
+
+What this Paddle cannot do on a CPU is reported, not timed: CINN is only in wheels built with it
+(``paddle.is_compiled_with_cinn()``; PyPI's CPU wheel is not), and ``paddle.amp.auto_cast`` has no effect on a CPU
+place (Paddle warns "amp_guard can only be enabled on CUDAPlace ..."), so bf16 there would be fp32 under another
+name. Several devices need one process each (``paddle.distributed.launch``), not in this program.
+
+The FLOPs of a step are 3x those of its forward pass's convolutions and matmuls by Paddle's own per-operation
+formulas (``paddle.utils.flops``, the profiler's; ``paddle.flops`` itself fails under NumPy 2): a matmul's or
+convolution's backward is twice its forward.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("GLOG_minloglevel", "2")
+
+import reference as ref  # noqa: E402
+
+OPTS = ref.options()
+
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+import paddle.nn.functional as F  # noqa: E402
+from paddle import nn  # noqa: E402
+from paddle.utils.flops import flops as op_flops  # noqa: E402
+
+STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
+COUNT = {"on": False, "flops": 0}  # the forward's FLOPs while counting
+
+
+def counted_matmul(x, y, transpose_y=False):
+    if COUNT["on"]:
+        COUNT["flops"] += op_flops("matmul_v2", {"X": [list(x.shape)], "Y": [list(y.shape)]}, {"trans_y": transpose_y})
+    return paddle.matmul(x, y, transpose_y=transpose_y)
+
+
+def _count_layer(layer, inputs, output):
+    if not COUNT["on"]:
+        return
+    x = inputs[0]
+    if isinstance(layer, nn.Conv2D):
+        COUNT["flops"] += op_flops("conv2d", {"Input": [list(x.shape)], "Filter": [list(layer.weight.shape)],
+                                              "Bias": []},
+                                   {"paddings": list(layer._padding) if isinstance(layer._padding, (list, tuple))
+                                    else layer._padding, "strides": list(layer._stride),
+                                    "dilations": list(layer._dilation), "groups": layer._groups})
+    elif isinstance(layer, nn.Linear):
+        COUNT["flops"] += op_flops("matmul_v2", {"X": [list(x.shape)], "Y": [list(layer.weight.shape)]}, {})
+
+
+def forward_flops(model, x):
+    hooks = [m.register_forward_post_hook(_count_layer) for m in model.sublayers()
+             if isinstance(m, (nn.Conv2D, nn.Linear))]
+    COUNT.update(on=True, flops=0)
+    try:
+        with paddle.no_grad():
+            model(x)
+    finally:
+        COUNT["on"] = False
+        for h in hooks:
+            h.remove()
+    return COUNT["flops"]
+
+
+# --- ResNet-50 v1.5 (PaddleClas' layout; PyTorch's names, so daybreak's weights load by name) ------------------
+
+def conv(c_in, c_out, k, stride=1):
+    return nn.Conv2D(c_in, c_out, k, stride=stride, padding=k // 2, bias_attr=False,
+                     weight_attr=paddle.ParamAttr(initializer=nn.initializer.KaimingNormal(nonlinearity="relu")))
+
+
+def bn(c, zero=False):
+    attr = paddle.ParamAttr(initializer=nn.initializer.Constant(0.0)) if zero else None
+    return nn.BatchNorm2D(c, momentum=1 - ref.BN["momentum"], epsilon=ref.BN["eps"], weight_attr=attr)
+
+
+class Bottleneck(nn.Layer):
+    def __init__(self, c_in, width, stride):
+        super().__init__()
+        self.conv1, self.bn1 = conv(c_in, width, 1), bn(width)
+        self.conv2, self.bn2 = conv(width, width, 3, stride), bn(width)  # v1.5: the stride in the 3x3
+        self.conv3, self.bn3 = conv(width, width * 4, 1), bn(width * 4, zero=True)
+        self.relu = nn.ReLU()
+        self.downsample = None
+        if stride != 1 or c_in != width * 4:
+            self.downsample = nn.Sequential(conv(c_in, width * 4, 1, stride), bn(width * 4))
+
+    def forward(self, x):
+        shortcut = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        return self.relu(self.bn3(self.conv3(y)) + shortcut)
+
+
+class ResNet50(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1, self.relu = conv(3, 64, 7, 2), bn(64), nn.ReLU()
+        self.maxpool = nn.MaxPool2D(3, stride=2, padding=1)
+        c_in, stages = 64, []
+        for width, blocks, stride in STAGES:
+            stages.append(nn.Sequential(*[Bottleneck(c_in if j == 0 else width * 4, width, stride if j == 0 else 1)
+                                          for j in range(blocks)]))
+            c_in = width * 4
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.avgpool = nn.AdaptiveAvgPool2D(1)
+        self.fc = nn.Linear(c_in, ref.NUM_CLASSES)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(paddle.flatten(self.avgpool(x), 1))
+
+
+# --- BERT-base with the masked-LM head (PaddleNLP's layout; PyTorch's names) -----------------------------------
+
+def _normal():
+    return paddle.ParamAttr(initializer=nn.initializer.Normal(std=0.02))
+
+
+def linear(n_in, n_out):
+    return nn.Linear(n_in, n_out, weight_attr=_normal())
+
+
+class Embeddings(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(ref.VOCAB, c["hidden"], weight_attr=_normal())
+        self.position_embeddings = nn.Embedding(c["positions"], c["hidden"], weight_attr=_normal())
+        self.token_type_embeddings = nn.Embedding(c["types"], c["hidden"], weight_attr=_normal())
+        self.LayerNorm = nn.LayerNorm(c["hidden"], epsilon=c["ln_eps"])
+        self.dropout = nn.Dropout(c["dropout"])
+
+    def forward(self, ids):
+        x = self.word_embeddings(ids) + self.position_embeddings.weight[: ids.shape[1]].unsqueeze(0)
+        return self.dropout(self.LayerNorm(x + self.token_type_embeddings.weight[0]))
+
+
+class SelfAttention(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.heads, self.dim = c["heads"], c["hidden"] // c["heads"]
+        self.query, self.key, self.value = (linear(c["hidden"], c["hidden"]) for _ in range(3))
+        self.dropout = nn.Dropout(c["dropout"])
+
+    def forward(self, x):
+        b, length, hidden = x.shape
+        split = lambda t: t.reshape([b, length, self.heads, self.dim]).transpose([0, 2, 1, 3])  # noqa: E731
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        probs = self.dropout(F.softmax(counted_matmul(q, k, transpose_y=True) / float(np.sqrt(self.dim)), axis=-1))
+        return counted_matmul(probs, v).transpose([0, 2, 1, 3]).reshape([b, length, hidden])
+
+
+class DenseNorm(nn.Layer):
+    def __init__(self, n_in, c):
+        super().__init__()
+        self.dense = linear(n_in, c["hidden"])
+        self.LayerNorm = nn.LayerNorm(c["hidden"], epsilon=c["ln_eps"])
+        self.dropout = nn.Dropout(c["dropout"])
+
+    def forward(self, h, residual):
+        return self.LayerNorm(self.dropout(self.dense(h)) + residual)
+
+
+class Attention(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.self, self.output = SelfAttention(c), DenseNorm(c["hidden"], c)
+
+    def forward(self, x):
+        return self.output(self.self(x), x)
+
+
+class Intermediate(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = linear(c["hidden"], c["intermediate"])
+
+    def forward(self, x):
+        return F.gelu(self.dense(x), approximate=False)
+
+
+class Layer(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.attention, self.intermediate, self.output = Attention(c), Intermediate(c), DenseNorm(c["intermediate"], c)
+
+    def forward(self, x):
+        x = self.attention(x)
+        return self.output(self.intermediate(x), x)
+
+
+class Encoder(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.LayerList([Layer(c) for _ in range(c["layers"])])
+
+    def forward(self, x):
+        for layer in self.layer:
+            x = layer(x)
+        return x
+
+
+class Bert(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings, self.encoder = Embeddings(c), Encoder(c)
+
+    def forward(self, ids):
+        return self.encoder(self.embeddings(ids))
+
+
+class Transform(nn.Layer):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = linear(c["hidden"], c["hidden"])
+        self.LayerNorm = nn.LayerNorm(c["hidden"], epsilon=c["ln_eps"])
+
+    def forward(self, x):
+        return self.LayerNorm(F.gelu(self.dense(x), approximate=False))
+
+
+class Predictions(nn.Layer):
+    def __init__(self, c, word_embeddings):
+        super().__init__()
+        self.transform = Transform(c)
+        self.decoder_weight = word_embeddings.weight  # tied: not a parameter of its own
+        self.bias = self.create_parameter([ref.VOCAB], is_bias=True)
+
+    def forward(self, x):
+        return counted_matmul(self.transform(x), self.decoder_weight, transpose_y=True) + self.bias
+
+
+class Head(nn.Layer):
+    def __init__(self, c, word_embeddings):
+        super().__init__()
+        self.predictions = Predictions(c, word_embeddings)
+
+    def forward(self, x):
+        return self.predictions(x)
+
+
+class BertForMaskedLM(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.bert = Bert(ref.BERT)
+        self.cls = Head(ref.BERT, self.bert.embeddings.word_embeddings)
+
+    def forward(self, ids):
+        return self.cls(self.bert(ids))
+
+
+def load_torch_weights(model, w):
+    """daybreak's PyTorch state dict into the model by name (Linear weights are (in, out) in Paddle)."""
+    linear_weights = {f"{name}.weight" for name, m in model.named_sublayers() if isinstance(m, nn.Linear)}
+    state = {}
+    for name, value in model.state_dict().items():
+        if name.endswith("decoder_weight"):
+            continue  # the word embeddings, tied
+        torch_name = name.replace("._mean", ".running_mean").replace("._variance", ".running_var")
+        array = w[torch_name]
+        state[name] = array.T if name in linear_weights else array
+    model.set_state_dict(state)
+
+
+def loss_of(logits, labels, model):
+    logits = paddle.cast(logits, "float32")
+    if model == "resnet50":
+        return F.cross_entropy(logits, labels)
+    labels = labels.reshape([-1, 1])
+    per_token = F.cross_entropy(logits.reshape([-1, ref.VOCAB]), labels, ignore_index=ref.IGNORE_INDEX,
+                                reduction="none")  # 0 where ignored
+    predicted = paddle.cast(labels != ref.IGNORE_INDEX, "float32").sum()
+    return per_token.sum() / paddle.clip(predicted, min=1.0)  # the mean over the predicted tokens
+
+
+def main():
+    opts = OPTS
+    gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    paddle.set_device("gpu" if gpu else "cpu")
+    if not ref.check(opts, "paddle", supported_amp=("off", "bf16") if gpu else ("off",),
+                     compiler_on_ok=paddle.is_compiled_with_cinn(), why={
+                         "amp": f"Paddle: AMP {opts.amp} on a CPU: paddle.amp.auto_cast has no effect on a CPU place "
+                                "(it would run fp32)" if not gpu else f"Paddle: AMP {opts.amp} is not in this program",
+                         "compile_on": "Paddle: CINN is not in this paddlepaddle build (paddle.is_compiled_with_cinn() "
+                                       "is False; PyPI's CPU wheel has no CINN)",
+                         "devices": "Paddle: several devices need one process each (paddle.distributed.launch), not "
+                                    "in this program"}):
+        return 0
+    paddle.seed(0)
+    model = ResNet50() if opts.model == "resnet50" else BertForMaskedLM()
+    weights = ref.torch_weights(opts)
+    if weights is not None:
+        load_torch_weights(model, weights)
+    x_np, y_np = ref.synthetic_batch(opts)
+    x, y = paddle.to_tensor(x_np), paddle.to_tensor(y_np.astype(np.int64))
+    model.train()
+    flops = 3 * forward_flops(model, x)
+    if opts.describe:
+        if opts.model == "bert_base":
+            model.eval()  # dropout off (BERT has no BatchNorm)
+        with paddle.no_grad():
+            loss = loss_of(model(x), y, opts.model)
+        params = sum(int(np.prod(p.shape)) for p in model.parameters() if not p.stop_gradient)  # not BN statistics
+        ref.describe(params, flops, float(loss), framework="paddle", version=paddle.__version__)
+        return 0
+    if opts.model == "resnet50":
+        optimizer = paddle.optimizer.Momentum(ref.SGD["lr"], momentum=ref.SGD["momentum"],
+                                              weight_decay=paddle.regularizer.L2Decay(ref.SGD["weight_decay"]),
+                                              parameters=model.parameters())
+    else:
+        a = ref.ADAMW
+        optimizer = paddle.optimizer.AdamW(a["lr"], beta1=a["b1"], beta2=a["b2"], epsilon=a["eps"],
+                                           weight_decay=a["weight_decay"], parameters=model.parameters())
+    if opts.compile == "on":  # CINN (only where the build has it)
+        strategy = paddle.static.BuildStrategy()
+        strategy.build_cinn_pass = True
+        model = paddle.jit.to_static(model, build_strategy=strategy, full_graph=True)
+    holder = {"loss": None}
+
+    def step():
+        with paddle.amp.auto_cast(enable=opts.amp == "bf16", dtype="bfloat16", level="O1"):
+            loss = loss_of(model(x), y, opts.model)
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        holder["loss"] = loss
+
+    def sync():
+        if holder["loss"] is not None:
+            float(holder["loss"])  # waits for the step's kernels
+        if gpu:
+            paddle.device.synchronize()
+
+    ref.run(opts, step, sync, framework="paddle", version=paddle.__version__,
+            compiler="CINN" if opts.compile == "on" else "none", flops_per_step=flops,
+            device_name="gpu" if gpu else "cpu", threads=opts.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""ResNet-50 v1.5 and BERT-base (masked-LM head) training steps in TensorFlow 2 / Keras, timed by daybreak's
+throughput protocol (throughput_log). Written the way TensorFlow's official models write them: a Keras functional
+ResNet with explicit ``ZeroPadding2D`` before the strided convolutions and BatchNormalization(momentum 0.9,
+epsilon 1e-5) (tensorflow/models, official/legacy/image_classification/resnet), Keras layers for BERT, and the
+custom training loop of official/vision: one ``tf.function`` step with a ``GradientTape`` and
+``optimizer.apply_gradients``, ``jit_compile`` for XLA. AMP bf16 is Keras' ``mixed_bfloat16`` policy (float32
+variables, the loss in float32).
+
+The FLOPs of a step are 3x those of its forward pass's matmuls and convolutions by TensorFlow's own profiler
+(``tf.compat.v1.profiler``'s float-operation statistics, on the graph of a ``tf.function``): a matmul's or
+convolution's backward is twice its forward. The profiler's count of the whole step's graph is recorded too
+(``profiler_step_flops``): it counts a strided convolution's two backward ops at the input's resolution (stride 2:
+4x the multiply-adds that run) and input gradients nothing uses, so it is about 10% above PyTorch's count for
+ResNet-50. Keras 3's SGD and AdamW apply the
+weight decay decoupled from the gradient (PyTorch's SGD adds it to the gradient); the step's work is the same.
+One device per process here: TensorFlow's several-device training (MirroredStrategy) is not in this program.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import reference as ref  # noqa: E402
+
+OPTS = ref.options()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from keras import layers  # noqa: E402
+
+STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
+CONV_INIT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+BN_ARGS = dict(momentum=1 - ref.BN["momentum"], epsilon=ref.BN["eps"])
+TORCH = {}  # Keras layer -> the PyTorch module name whose weights it takes
+
+
+def named(layer, torch_name):
+    TORCH[layer.name] = torch_name
+    return layer
+
+
+def conv_bn(x, filters, kernel, stride, torch_conv, torch_bn, relu=True, zero_gamma=False):
+    if kernel > 1:  # explicit padding: Keras "same" pads a strided convolution asymmetrically, PyTorch does not
+        x = layers.ZeroPadding2D(kernel // 2)(x)
+    x = named(layers.Conv2D(filters, kernel, stride, use_bias=False, kernel_initializer=CONV_INIT,
+                            name=torch_conv.replace(".", "_")), torch_conv)(x)
+    x = named(layers.BatchNormalization(gamma_initializer="zeros" if zero_gamma else "ones", **BN_ARGS,
+                                        name=torch_bn.replace(".", "_")), torch_bn)(x)
+    return layers.ReLU()(x) if relu else x
+
+
+def resnet50(image_size):
+    inputs = keras.Input((image_size, image_size, 3))
+    x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")
+    x = layers.ZeroPadding2D(1)(x)  # after a ReLU, zero padding is max-pooling's -inf padding
+    x = layers.MaxPooling2D(3, 2)(x)
+    for i, (width, blocks, stride) in enumerate(STAGES, 1):
+        for j in range(blocks):
+            s, p = (stride if j == 0 else 1), f"layer{i}.{j}."
+            y = conv_bn(x, width, 1, 1, p + "conv1", p + "bn1")
+            y = conv_bn(y, width, 3, s, p + "conv2", p + "bn2")  # v1.5: the stride in the 3x3
+            y = conv_bn(y, width * 4, 1, 1, p + "conv3", p + "bn3", relu=False, zero_gamma=True)
+            shortcut = x
+            if j == 0:
+                shortcut = conv_bn(x, width * 4, 1, s, p + "downsample.0", p + "downsample.1", relu=False)
+            x = layers.ReLU()(layers.Add()([y, shortcut]))
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = named(layers.Dense(ref.NUM_CLASSES, name="fc"), "fc")(x)
+    return keras.Model(inputs, outputs, name="resnet50")
+
+
+class BertLayer(layers.Layer):
+    def __init__(self, index, **kwargs):
+        super().__init__(name=f"layer_{index}", **kwargs)
+        c, init = ref.BERT, keras.initializers.TruncatedNormal(stddev=0.02)
+        self.heads, self.dim = c["heads"], c["hidden"] // c["heads"]
+        prefix = f"bert.encoder.layer.{index}."
+
+        def dense(units, torch_name):
+            return named(layers.Dense(units, kernel_initializer=init, name=f"l{index}_{torch_name}"),
+                         prefix + torch_name)
+
+        def norm(torch_name):
+            return named(layers.LayerNormalization(epsilon=c["ln_eps"], name=f"l{index}_{torch_name}"),
+                         prefix + torch_name)
+
+        self.query, self.key, self.value = (dense(c["hidden"], f"attention.self.{n}") for n in ("query", "key",
+                                                                                                 "value"))
+        self.attention_dense = dense(c["hidden"], "attention.output.dense")
+        self.intermediate = dense(c["intermediate"], "intermediate.dense")
+        self.output_dense = dense(c["hidden"], "output.dense")
+        self.attention_norm, self.output_norm = norm("attention.output.LayerNorm"), norm("output.LayerNorm")
+        self.drop = layers.Dropout(c["dropout"])
+
+    def call(self, x, training=False):
+        shape = tf.shape(x)
+
+        def split(t):  # (B, L, H) -> (B, heads, L, dim)
+            return tf.transpose(tf.reshape(t, [shape[0], shape[1], self.heads, self.dim]), [0, 2, 1, 3])
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = tf.matmul(q, k, transpose_b=True) / tf.cast(tf.math.sqrt(float(self.dim)), q.dtype)
+        probs = self.drop(tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), q.dtype), training=training)
+        context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), shape)
+        x = self.attention_norm(x + self.drop(self.attention_dense(context), training=training))
+        h = keras.activations.gelu(self.intermediate(x), approximate=False)
+        return self.output_norm(x + self.drop(self.output_dense(h), training=training))
+
+
+class BertForMaskedLM(keras.Model):
+    def __init__(self):
+        super().__init__(name="bert_mlm")
+        c, init = ref.BERT, keras.initializers.TruncatedNormal(stddev=0.02)
+        self.word_embeddings = named(layers.Embedding(ref.VOCAB, c["hidden"], embeddings_initializer=init,
+                                                      name="word_embeddings"), "bert.embeddings.word_embeddings")
+        self.embeddings_norm = named(layers.LayerNormalization(epsilon=c["ln_eps"], name="embeddings_LayerNorm"),
+                                     "bert.embeddings.LayerNorm")
+        self.encoder = [BertLayer(i) for i in range(c["layers"])]
+        self.transform = named(layers.Dense(c["hidden"], kernel_initializer=init, name="transform_dense"),
+                               "cls.predictions.transform.dense")
+        self.transform_norm = named(layers.LayerNormalization(epsilon=c["ln_eps"], name="transform_LayerNorm"),
+                                    "cls.predictions.transform.LayerNorm")
+        self.drop = layers.Dropout(c["dropout"])
+
+    def build(self, input_shape):
+        c, init = ref.BERT, keras.initializers.TruncatedNormal(stddev=0.02)
+        self.position_embeddings = self.add_weight(shape=(c["positions"], c["hidden"]), initializer=init,
+                                                   name="position_embeddings")
+        self.token_type_embeddings = self.add_weight(shape=(c["types"], c["hidden"]), initializer=init,
+                                                     name="token_type_embeddings")
+        self.decoder_bias = self.add_weight(shape=(ref.VOCAB,), initializer="zeros", name="decoder_bias")
+        super().build(input_shape)
+
+    def call(self, ids, training=False):
+        x = self.word_embeddings(ids)
+        dtype = x.dtype
+        x = x + tf.cast(self.position_embeddings[: tf.shape(ids)[1]], dtype) + tf.cast(self.token_type_embeddings[0],
+                                                                                      dtype)
+        x = self.drop(self.embeddings_norm(x), training=training)
+        for layer in self.encoder:
+            x = layer(x, training=training)
+        h = self.transform_norm(keras.activations.gelu(self.transform(x), approximate=False))
+        decoder = tf.cast(self.word_embeddings.embeddings, h.dtype)  # tied to the word embeddings
+        return tf.matmul(h, decoder, transpose_b=True) + tf.cast(self.decoder_bias, h.dtype)
+
+
+def load_torch_weights(model, w):
+    """daybreak's PyTorch state dict into the Keras model, layer by layer (layouts transposed)."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        name = TORCH.get(layer.name)
+        if name is None:
+            continue
+        if isinstance(layer, layers.Conv2D):
+            layer.set_weights([w[name + ".weight"].transpose(2, 3, 1, 0)])  # OIHW -> HWIO
+        elif isinstance(layer, layers.Dense):
+            layer.set_weights([w[name + ".weight"].T, w[name + ".bias"]])
+        elif isinstance(layer, layers.BatchNormalization):
+            layer.set_weights([w[name + s] for s in (".weight", ".bias", ".running_mean", ".running_var")])
+        elif isinstance(layer, layers.LayerNormalization):
+            layer.set_weights([w[name + ".weight"], w[name + ".bias"]])
+        elif isinstance(layer, layers.Embedding):
+            layer.set_weights([w[name + ".weight"]])
+    if isinstance(model, BertForMaskedLM):
+        e = "bert.embeddings."
+        model.position_embeddings.assign(w[e + "position_embeddings.weight"])
+        model.token_type_embeddings.assign(w[e + "token_type_embeddings.weight"])
+        model.decoder_bias.assign(w["cls.predictions.bias"])
+
+
+def loss_of(logits, labels, model):
+    logits = tf.cast(logits, tf.float32)
+    if model == "resnet50":
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    mask = tf.cast(labels != ref.IGNORE_INDEX, tf.float32)  # masked-LM: the mean over the predicted tokens
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.where(labels != ref.IGNORE_INDEX, labels, 0), logits)
+    return tf.reduce_sum(per_token * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+CONTRACTIONS = ("Conv2D", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
+
+
+def profiler_flops(function, *args, ops=None):
+    """TensorFlow's profiler: the float operations of the function's graph (of the ``ops`` types only: PyTorch's
+    counter, the reference, counts matmuls and convolutions, not elementwise ops)."""
+    graph = function.get_concrete_function(*args).graph
+    if ops is None:
+        options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+        options["output"] = "none"
+        return int(tf.compat.v1.profiler.profile(graph=graph, options=options).total_float_ops)
+    from tensorflow.python.framework import ops as graph_ops  # the per-node statistics the profiler adds up
+
+    return int(sum(graph_ops.get_stats_for_node_def(graph, op.node_def, "flops").value or 0
+                   for op in graph.get_operations() if op.type in ops))
+
+
+def main():
+    opts = OPTS
+    if not ref.check(opts, "tensorflow", supported_amp=("off", "bf16"), why={
+            "amp": f"TensorFlow: AMP {opts.amp} is not supported by this program (mixed_bfloat16 only)",
+            "devices": "TensorFlow: this program trains on one device (several need tf.distribute.MirroredStrategy, "
+                       "not in the reference program)"}):
+        return 0
+    if opts.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(opts.threads)
+    if opts.amp == "bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    keras.utils.set_random_seed(0)
+    x_np, y_np = ref.synthetic_batch(opts)
+    if opts.model == "resnet50":
+        model = resnet50(opts.image_size)
+        x_np = x_np.transpose(0, 2, 3, 1)  # NCHW -> NHWC, TensorFlow's CPU layout
+        optimizer = keras.optimizers.SGD(ref.SGD["lr"], momentum=ref.SGD["momentum"],
+                                         weight_decay=ref.SGD["weight_decay"])
+    else:
+        model = BertForMaskedLM()
+        model(x_np[:1])  # build
+        a = ref.ADAMW
+        optimizer = keras.optimizers.AdamW(a["lr"], weight_decay=a["weight_decay"], beta_1=a["b1"], beta_2=a["b2"],
+                                           epsilon=a["eps"])
+    weights = ref.torch_weights(opts)
+    if weights is not None:
+        load_torch_weights(model, weights)
+    x, y = tf.constant(x_np), tf.constant(y_np)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function(jit_compile=opts.compile == "on")
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_of(model(x, training=True), y, opts.model)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    forward_flops = profiler_flops(tf.function(lambda x, y: loss_of(model(x, training=True), y, opts.model)), x, y,
+                                   ops=CONTRACTIONS)
+    flops, step_flops = 3 * forward_flops, profiler_flops(train_step, x, y)
+    if opts.describe:
+        resnet = opts.model == "resnet50"  # BatchNorm in training mode; BERT without dropout
+        logits = model(x, training=resnet)
+        params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+        ref.describe(params, flops, loss_of(logits, y, opts.model), framework="tensorflow", version=tf.__version__,
+                     profiler_step_flops=step_flops)
+        return 0
+    holder = {"loss": None}
+
+    def step():
+        holder["loss"] = train_step(x, y)
+
+    ref.run(opts, step, lambda: holder["loss"] is not None and holder["loss"].numpy(), framework="tensorflow",
+            version=tf.__version__, compiler="XLA" if opts.compile == "on" else "none", flops_per_step=flops,
+            device_name="cpu" if not tf.config.list_physical_devices("GPU") else "gpu", threads=opts.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
