@@ -55,6 +55,14 @@ NOT_RUN = {
     "daybreak leaderboard": "placeholders (entry numbers, runs, a token file, an MLPerf results checkout); "
                             "tests/test_leaderboard*.py run each command",
     "bash benchmarks/gpu_suite.sh": "the lent GPU machine (tests/test_gpu_suite.py rehearses it)",
+    "python benchmarks/mlperf_agreement.py": "needs the published training_results_v4.0 ... v5.1 checkouts "
+                                             "(tests/test_mlperf_benchmarks.py checks the same logic on small logs)",
+    "daybreak throughput --frameworks": "the framework extras and minutes per configuration here "
+                                        "(tests/test_throughput_programs.py runs each program, slow)",
+    "daybreak throughput --model my_net --program": "a placeholder: your own train.py (tests/"
+                                                    "test_throughput_programs.py runs the protocol on a fake program)",
+    "st --config-file tests/schemathesis.toml": "a served board and its token: tests/test_leaderboard_api.py runs "
+                                                "this very command against one",
 }
 
 # the README command lines these tests run (each also named in the test that runs it)
