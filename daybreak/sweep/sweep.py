@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from daybreak.errors import ConfigError
 from daybreak.fileio import AppendLog
@@ -88,6 +88,7 @@ def check_data(options: SweepOptions, configs: list[ThroughputConfig], log: Call
     from daybreak.tasks import get_task
 
     c = configs[0]
+    assert c.data is not None
     task = get_task(c.data)
     data = task.load(Path(c.data_dir) if c.data_dir else None, c.allow_custom_data, c.download)
     if not data.official:
@@ -166,7 +167,7 @@ def run_sweep(options: SweepOptions) -> SweepOutcome:
                 inner = tqdm(total=config.warmup + config.steps * config.repeats, desc=config.label(), unit="step",
                              file=sys.stderr, disable=not bars, leave=False, position=1, dynamic_ncols=True)
 
-                def on_progress(state: dict, inner=inner) -> None:
+                def on_progress(state: dict[str, Any], inner: Any = inner) -> None:
                     inner.set_postfix_str(str(state.get("phase", "")), refresh=False)
                     inner.n = int(state.get("done", 0))
                     inner.refresh()
@@ -198,8 +199,8 @@ def run_sweep(options: SweepOptions) -> SweepOutcome:
     if reporting:
         write_views(out, plots=options.plots, log=log)
         all_rows = {r.key(): r for r in current_rows(out)}
-        rows = [all_rows.get(c.key(), done_rows.get(c.key())) for c in configs]
-        rows = [r for r in rows if r is not None]
+        found = [all_rows.get(c.key(), done_rows.get(c.key())) for c in configs]
+        rows = [r for r in found if r is not None]
     else:
         rows = []
     return SweepOutcome(rows=rows, measured=measured, skipped=skipped, failed=failed, out=out)
