@@ -83,12 +83,11 @@ def sweep_peaks(options: SweepOptions, configs: list[ThroughputConfig],
 def check_data(options: SweepOptions, configs: list[ThroughputConfig], log: Callable[[str], None]) -> None:
     """Find (download if allowed) and verify the task's files once, here, so that a missing folder or a
     checksum mismatch is a one-line error before any worker starts, and several ranks never download at once."""
-    if not configs or not configs[0].data:
+    c = configs[0] if configs else None
+    if c is None or not c.data:
         return
     from daybreak.tasks import get_task
 
-    c = configs[0]
-    assert c.data is not None
     task = get_task(c.data)
     data = task.load(Path(c.data_dir) if c.data_dir else None, c.allow_custom_data, c.download)
     if not data.official:

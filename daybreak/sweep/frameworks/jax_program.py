@@ -164,12 +164,12 @@ def _torch_to_flax_bert(w: dict[str, npt.NDArray[Any]]) -> PyTree:
 
     e = "bert.embeddings."
     params: dict[str, Any] = {"word_embeddings": {"embedding": jnp.asarray(w[e + "word_embeddings.weight"])},
-              "position_embeddings": jnp.asarray(w[e + "position_embeddings.weight"]),
-              "token_type_embeddings": jnp.asarray(w[e + "token_type_embeddings.weight"]),
-              "embeddings_LayerNorm": norm(e + "LayerNorm"),
-              "transform_dense": dense("cls.predictions.transform.dense"),
-              "transform_LayerNorm": norm("cls.predictions.transform.LayerNorm"),
-              "decoder_bias": jnp.asarray(w["cls.predictions.bias"])}
+                              "position_embeddings": jnp.asarray(w[e + "position_embeddings.weight"]),
+                              "token_type_embeddings": jnp.asarray(w[e + "token_type_embeddings.weight"]),
+                              "embeddings_LayerNorm": norm(e + "LayerNorm"),
+                              "transform_dense": dense("cls.predictions.transform.dense"),
+                              "transform_LayerNorm": norm("cls.predictions.transform.LayerNorm"),
+                              "decoder_bias": jnp.asarray(w["cls.predictions.bias"])}
     for i in range(ref.BERT["layers"]):
         t = f"bert.encoder.layer.{i}."
         params[f"layer_{i}"] = {
@@ -262,7 +262,7 @@ def main() -> int:
         ref.describe(params, flops, loss_of(logits, y, opts.model), framework="jax", version=jax.__version__)
         return 0
 
-    holder = {"state": state, "loss": None, "i": 0}
+    holder: dict[str, Any] = {"state": state, "loss": None, "i": 0}  # the state, the last loss, the step
 
     def step() -> None:
         holder["i"] += 1

@@ -334,7 +334,7 @@ def main() -> int:
         strategy = paddle.static.BuildStrategy()
         strategy.build_cinn_pass = True
         model = paddle.jit.to_static(model, build_strategy=strategy, full_graph=True)
-    holder = {"loss": None}
+    holder: dict[str, paddle.Tensor | None] = {"loss": None}
 
     def step() -> None:
         with paddle.amp.auto_cast(enable=opts.amp == "bf16", dtype="bfloat16", level="O1"):
