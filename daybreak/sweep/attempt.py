@@ -9,12 +9,15 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from daybreak.fileio import atomic_write_text
-from daybreak.records.throughput import Attempt, PeakResult, ThroughputConfig, ThroughputResult, with_flags
+from daybreak.records.throughput import Attempt, PeakResult, Status, ThroughputConfig, ThroughputResult, with_flags
 from daybreak.sweep.grid import SweepOptions
 from daybreak.sweep.launch import LaunchSpec, build_command, run_process, threads_per_process, worker_env
+
+if TYPE_CHECKING:
+    from daybreak.sweep.worker import WorkerReport
 
 WORKER_MODULE = "daybreak.sweep.worker"
 
@@ -27,18 +30,18 @@ def log_to_stderr(message: str) -> None:
 
 @dataclass
 class _Attempt:
-    status: str
+    status: Status
     error: str | None
-    report: object | None  # WorkerReport
+    report: WorkerReport | None
     command: list[str]
     seconds: float
 
 
-def _read_report(result_path: Path):
+def _read_report(result_path: Path) -> WorkerReport | None:
     """The rank-0 report, else the most telling report another rank left (an OOM first, else the earliest)."""
     from daybreak.sweep.worker import WorkerReport
 
-    def read(path: Path):
+    def read(path: Path) -> WorkerReport | None:
         try:
             return WorkerReport.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -66,7 +69,7 @@ def _last_line(text: str) -> str:
 
 
 def _run_attempt(config: ThroughputConfig, batch: int, options: SweepOptions, work: Path, log_path: Path,
-                 on_progress: Callable[[dict], None] | None) -> _Attempt:
+                 on_progress: Callable[[dict[str, Any]], None] | None) -> _Attempt:
     import json
 
     if config.is_program:  # another framework's program: its own protocol (fresh process per repeat)
@@ -205,7 +208,7 @@ def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Att
 
 
 def measure_config(config: ThroughputConfig, options: SweepOptions, peak: Peaks | PeakResult | None, work: Path,
-                   logs: Path, on_progress: Callable[[dict], None] | None = None,
+                   logs: Path, on_progress: Callable[[dict[str, Any]], None] | None = None,
                    log: Callable[[str], None] = log_to_stderr) -> ThroughputResult:
     """Measure one configuration (halving the batch after an OOM with --find-max-batch)."""
     started_at = datetime.now(timezone.utc)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 from daybreak.options import HelpFormatter
+
+if TYPE_CHECKING:
+    from daybreak.records.throughput import Amp, ThroughputResult
 
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1  # a configuration failed or timed out (out-of-memory results are not failures)
@@ -27,14 +31,14 @@ def _int_list(flag: str, text: str) -> list[int]:
     return values
 
 
-def _amp_list(text: str) -> list[str]:
+def _amp_list(text: str) -> list[Amp]:
     values = [v.strip().lower() for v in text.split(",") if v.strip()]
     aliases = {"fp32": "off", "none": "off", "no": "off", "false": "off"}
     values = [aliases.get(v, v) for v in values]
     bad = [v for v in values if v not in ("off", "bf16", "fp16")]
     if bad or not values:
         raise ConfigError(f"--amp {text!r}: choose from off, bf16, fp16 (comma-separated)")
-    return values
+    return cast("list[Amp]", values)  # each one checked above
 
 
 def _bool_list(text: str) -> list[bool]:
@@ -57,11 +61,11 @@ def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     if type(parser).error is not argparse.ArgumentParser.error:
         return parser
 
-    def error(message: str) -> None:
+    def error(message: str) -> NoReturn:
         print(f"daybreak: error: {parser.prog.split()[-1]}: {message} (see --help)", file=sys.stderr)
         raise SystemExit(2)
 
-    parser.error = error  # type: ignore[method-assign]
+    parser.error = error  # type: ignore[method-assign]  # on purpose: this parser's errors on one line
     return parser
 
 
@@ -82,7 +86,7 @@ def _seconds(flag: str, value: float) -> float:
     return float(value)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.executors import ExecutorOptions
     from daybreak.options import add_dataclass_flags, add_flags
@@ -176,7 +180,8 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     from daybreak.config import RunConfig
     from daybreak.options import values_for
     from daybreak.records.throughput import CSV_FILE, MARKDOWN_FILE, RESULTS_FILE
-    from daybreak.sweep.sweep import SweepOptions, run_sweep
+    from daybreak.sweep.grid import SweepOptions
+    from daybreak.sweep.sweep import run_sweep
     from daybreak.sweep.views import SPEEDUP_PLOT, THROUGHPUT_PLOT
 
     shared = values_for(RunConfig, args, "throughput")
@@ -238,7 +243,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     return EXIT_SOME_FAILED if bad else EXIT_OK
 
 
-def _figures(row) -> str:
+def _figures(row: ThroughputResult) -> str:
     """Utilization of the measured peak next to MFU against the datasheet peak, and energy per sample."""
     from daybreak.records.throughput import MFU_NOTE, format_joules_per_sample, format_mfu
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Callable
 
 from daybreak.errors import ConfigError
-from daybreak.records.throughput import PeakResult, ThroughputConfig
+from daybreak.records.throughput import Amp, Mode, PeakResult, ThroughputConfig
 from daybreak.sweep.launch import LaunchSpec
 
-AMP_ORDER = ("off", "bf16", "fp16")
+AMP_ORDER: tuple[Amp, ...] = ("off", "bf16", "fp16")
 DEFAULT_PEAK_BUDGET_S = 60.0  # daybreak.sweep.peak.DEFAULT_BUDGET_S (not imported here: it imports torch)
 
 
@@ -19,9 +19,9 @@ DEFAULT_PEAK_BUDGET_S = 60.0  # daybreak.sweep.peak.DEFAULT_BUDGET_S (not import
 class SweepOptions:
     model: str
     out: Path
-    mode: str = "train"
+    mode: Mode = "train"
     batch_sizes: list[int] = field(default_factory=lambda: [32])
-    amps: list[str] = field(default_factory=lambda: ["off"])
+    amps: list[Amp] = field(default_factory=lambda: ["off"])
     compiles: list[bool] = field(default_factory=lambda: [False])
     devices: list[int] = field(default_factory=lambda: [1])
     nodes: int = 1

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 import daybreak
 from daybreak.launch import LaunchSpec, torchrun_command
@@ -111,6 +111,7 @@ def run_process(cmd: list[str], env: dict[str, str] | None = None, timeout: floa
     ``poll()`` is called every ``poll_interval_s`` while it runs (e.g. to update a progress bar). Without
     ``poll`` this process sleeps until the child exits or the timeout expires: no periodic wake-ups that would
     take CPU time from the measured process (``Popen.wait(timeout)`` itself polls every few milliseconds)."""
+    out: IO[bytes] | int  # the log file, or subprocess.DEVNULL
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         out = open(log_path, "wb")
@@ -121,7 +122,12 @@ def run_process(cmd: list[str], env: dict[str, str] | None = None, timeout: floa
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=hasattr(os, "killpg"))
         exited = threading.Event()
-        threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
+
+        def reap() -> None:
+            proc.wait()
+            exited.set()
+
+        threading.Thread(target=reap, daemon=True).start()
         timed_out = False
         try:
             while True:
@@ -142,7 +148,7 @@ def run_process(cmd: list[str], env: dict[str, str] | None = None, timeout: floa
             raise
         proc.wait()
     finally:
-        if out is not subprocess.DEVNULL:
+        if not isinstance(out, int):  # not subprocess.DEVNULL
             out.close()
     return ProcessOutcome(returncode=None if timed_out else proc.returncode, timed_out=timed_out,
                           seconds=time.perf_counter() - start, log_path=log_path, log_tail=_tail(log_path))

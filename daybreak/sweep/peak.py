@@ -45,7 +45,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -303,7 +303,7 @@ def cpu_capability() -> str | None:
         return None
 
 
-def check_precisions(precisions) -> tuple[str, ...]:
+def check_precisions(precisions: Iterable[str | None]) -> tuple[str, ...]:
     """The precisions in measuring order (fp32 first: the reference of the others), or a ConfigError."""
     from daybreak.errors import ConfigError
 
@@ -551,7 +551,7 @@ def _apply_emulated(result: PeakResult, known: Mapping[str, SlowPrecision]) -> b
 
 def get_peak(device: torch.device, force: bool = False, log: Callable[[str], None] | None = None,
              precisions: tuple[str, ...] = PRECISION_ORDER, threads: int | None = None,
-             budget_s: float = DEFAULT_BUDGET_S, **measure_kwargs) -> PeakResult:
+             budget_s: float = DEFAULT_BUDGET_S, **measure_kwargs: Any) -> PeakResult:
     """This machine's PeakResult for ``precisions`` (on CPU at ``threads`` threads, default: the current
     number): the cached one if it has them all, else what it lacks (everything with ``force``) measured now
     within ``budget_s`` seconds, merged into the cache. A precision found emulated on this CPU at fewer threads

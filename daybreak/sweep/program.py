@@ -29,12 +29,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from daybreak.errors import ConfigError
 from daybreak.processes import end_process_group
-from daybreak.records.throughput import AMP_TO_PRECISION, ThroughputConfig
+from daybreak.records.throughput import AMP_TO_PRECISION, Status, ThroughputConfig
 from daybreak.sweep.launch import cpu_cores, threads_per_process, worker_env
+
+if TYPE_CHECKING:
+    from daybreak.sweep.worker import WorkerReport
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parent / "frameworks"
 SETTINGS_ENV = "DAYBREAK_THROUGHPUT"  # = throughput_log.SETTINGS_ENV
@@ -128,7 +131,8 @@ def parse_record(text: str) -> tuple[str, Any] | None:
     return record["key"], record.get("value")
 
 
-def launch(cmd: list[str], env: dict[str, str], timeout_s: float, log, on_record: Callable[[Line], None]) -> Launch:
+def launch(cmd: list[str], env: dict[str, str], timeout_s: float, log: IO[bytes],
+           on_record: Callable[[Line], None]) -> Launch:
     """Run the program once; every line goes to ``log`` (an open binary file), each record is stamped on arrival."""
     out = Launch(spawned=time.monotonic())
     try:
@@ -137,7 +141,7 @@ def launch(cmd: list[str], env: dict[str, str], timeout_s: float, log, on_record
     except OSError as e:
         out.returncode, out.tail = 127, [f"cannot start {cmd[0]!r}: {e.strerror or e}"]
         return out
-    lines: queue.Queue = queue.Queue()
+    lines: queue.Queue[tuple[float, bytes | None]] = queue.Queue()
 
     def read() -> None:
         assert proc.stdout is not None
@@ -187,7 +191,7 @@ def launch(cmd: list[str], env: dict[str, str], timeout_s: float, log, on_record
 class Refused(Exception):
     """A launch that gives no time: ``status`` (failed / oom / timeout / unsupported) and a one-line reason."""
 
-    def __init__(self, status: str, reason: str):
+    def __init__(self, status: Status, reason: str):
         super().__init__(reason)
         self.status, self.reason = status, reason
 
@@ -229,8 +233,8 @@ def timed_seconds(run: Launch, config: ThroughputConfig, batch: int, where: str)
         last = _last_words(run)
         oom = any(s in last.lower() for s in ("out of memory", "resource_exhausted", "resourceexhausted",
                                                "cannot allocate memory", "memoryerror"))
-        how = f"was killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else \
-            f"exited with status {run.returncode}"
+        code = run.returncode
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
         raise Refused("oom" if oom else "failed", f"{where}: the program {how}: {last}")
     start = run.first(START)
     if start is None or not isinstance(start.value, dict):
@@ -273,7 +277,8 @@ def timed_seconds(run: Launch, config: ThroughputConfig, batch: int, where: str)
 # --- one configuration --------------------------------------------------------------------------------------
 
 def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path: Path,
-                on_progress: Callable[[dict], None] | None):
+                on_progress: Callable[[dict[str, Any]], None] | None
+                ) -> tuple[Status, str | None, WorkerReport | None, list[str], float]:
     """Every repeat of the program at ``batch``: (status, one-line error, WorkerReport or None, command, seconds),
     what daybreak.sweep.attempt makes a row of."""
     from daybreak.measure.system import system_info
@@ -288,8 +293,8 @@ def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path
     total = (config.warmup + config.steps) * config.repeats
     started = time.monotonic()
     times: list[float] = []
-    starts: list[dict] = []
-    init_s = None
+    starts: list[dict[str, Any]] = []
+    init_s: float | None = None
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         for r in range(config.repeats):
@@ -297,7 +302,7 @@ def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path
             log.write(f"--- daybreak: repeat {r + 1}/{config.repeats}: {' '.join(cmd)}\n".encode())
             done_before = r * (config.warmup + config.steps)
 
-            def progress(record: Line, done_before=done_before, r=r) -> None:
+            def progress(record: Line, done_before: int = done_before, r: int = r) -> None:
                 if on_progress is not None and record.key == WINDOW and isinstance(record.value, dict):
                     done = done_before + int(record.value.get("first_step", 0)) + int(record.value.get("steps", 0))
                     on_progress({"phase": f"repeat {r + 1}/{config.repeats}", "done": done, "total": total})
@@ -309,10 +314,11 @@ def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path
             except Refused as e:
                 return e.status, e.reason, None, cmd, time.monotonic() - started
             start = run.first(START)
-            starts.append(start.value)  # type: ignore[union-attr]
+            assert start is not None, "timed_seconds checked it"
+            starts.append(start.value)
             if init_s is None:
                 warm = [w for w in run.windows if w.value["first_step"] + w.value["steps"] <= config.warmup]
-                init_s = (warm[-1].arrival if warm else start.arrival) - run.spawned  # type: ignore[union-attr]
+                init_s = (warm[-1].arrival if warm else start.arrival) - run.spawned
     said = starts[0]
     system = system_info().model_dump(mode="json")
     flops = _number(said.get("flops_per_step"))

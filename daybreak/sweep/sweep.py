@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from daybreak.errors import ConfigError
 from daybreak.fileio import AppendLog
@@ -83,11 +83,11 @@ def sweep_peaks(options: SweepOptions, configs: list[ThroughputConfig],
 def check_data(options: SweepOptions, configs: list[ThroughputConfig], log: Callable[[str], None]) -> None:
     """Find (download if allowed) and verify the task's files once, here, so that a missing folder or a
     checksum mismatch is a one-line error before any worker starts, and several ranks never download at once."""
-    if not configs or not configs[0].data:
+    c = configs[0] if configs else None
+    if c is None or not c.data:
         return
     from daybreak.tasks import get_task
 
-    c = configs[0]
     task = get_task(c.data)
     data = task.load(Path(c.data_dir) if c.data_dir else None, c.allow_custom_data, c.download)
     if not data.official:
@@ -166,7 +166,7 @@ def run_sweep(options: SweepOptions) -> SweepOutcome:
                 inner = tqdm(total=config.warmup + config.steps * config.repeats, desc=config.label(), unit="step",
                              file=sys.stderr, disable=not bars, leave=False, position=1, dynamic_ncols=True)
 
-                def on_progress(state: dict, inner=inner) -> None:
+                def on_progress(state: dict[str, Any], inner: Any = inner) -> None:
                     inner.set_postfix_str(str(state.get("phase", "")), refresh=False)
                     inner.n = int(state.get("done", 0))
                     inner.refresh()
@@ -198,8 +198,8 @@ def run_sweep(options: SweepOptions) -> SweepOutcome:
     if reporting:
         write_views(out, plots=options.plots, log=log)
         all_rows = {r.key(): r for r in current_rows(out)}
-        rows = [all_rows.get(c.key(), done_rows.get(c.key())) for c in configs]
-        rows = [r for r in rows if r is not None]
+        found = [all_rows.get(c.key(), done_rows.get(c.key())) for c in configs]
+        rows = [r for r in found if r is not None]
     else:
         rows = []
     return SweepOutcome(rows=rows, measured=measured, skipped=skipped, failed=failed, out=out)

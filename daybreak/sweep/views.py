@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from daybreak.fileio import atomic_write_text
 from daybreak.records.throughput import (
-    CSV_FILE, MARKDOWN_FILE, RESULTS_FILE, ThroughputResult, latest_by_key, load_results, to_csv, to_markdown,
+    CSV_FILE, MARKDOWN_FILE, RESULTS_FILE, Amp, ThroughputResult, latest_by_key, load_results, to_csv, to_markdown,
     with_scaling,
 )
 from daybreak.sweep.grid import AMP_ORDER
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
 THROUGHPUT_PLOT = "throughput_vs_batch.png"
 SPEEDUP_PLOT = "speedup_vs_devices.png"
+
+# one subplot: model, mode, device, seq_len, image_size, data, channels_last, threads, framework
+GroupKey = tuple[str, str, str, int | None, int | None, str | None, bool, int | None, str]
 
 
 # --- views --------------------------------------------------------------------------------------------------
@@ -31,13 +37,13 @@ def write_views(out: Path, plots: bool = True, log: Callable[[str], None] | None
     return written
 
 
-def _group_key(r: ThroughputResult) -> tuple:
+def _group_key(r: ThroughputResult) -> GroupKey:
     c = r.config
     return (c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads,
             c.framework_name())
 
 
-def _group_title(key: tuple) -> str:
+def _group_title(key: GroupKey) -> str:
     model, mode, device, seq_len, image_size, data, channels_last, threads, framework = key
     extras = [framework if framework != "pytorch" else "", f"seq {seq_len}" if seq_len else "",
               f"{image_size}px" if image_size else "", data or "", "NHWC" if channels_last else "",
@@ -45,7 +51,7 @@ def _group_title(key: tuple) -> str:
     return f"{model} {mode} ({', '.join(e for e in extras if e)})"
 
 
-def _mark_flagged(ax, points: list[tuple[float, float]]) -> None:
+def _mark_flagged(ax: Axes, points: list[tuple[float, float]]) -> None:
     """A red ring and '(!)' on each point whose row has a flag (a figure above its ceiling: see results.md)."""
     if not points:
         return
@@ -57,6 +63,14 @@ def _mark_flagged(ax, points: list[tuple[float, float]]) -> None:
     for x, y in points:
         ax.annotate("(!)", (x, y), textcoords="offset points", xytext=(6, 6), color="red", fontsize=9,
                     fontweight="bold")
+
+
+def _points(rows: list[ThroughputResult], x: Callable[[ThroughputResult], float | None],
+            y: Callable[[ThroughputResult], float | None]) -> list[tuple[float, float, bool]]:
+    """(x, y, whether the row has a flag) of one plotted line, in the order of x (rows of the plotted kinds have
+    both: a measured row its batch size and samples/s, a scaled one its speedup)."""
+    points = [(xv, yv, bool(r.flags)) for r in rows if (xv := x(r)) is not None and (yv := y(r)) is not None]
+    return sorted(points, key=lambda p: p[0])
 
 
 def write_plots(out: Path, rows: list[ThroughputResult], log: Callable[[str], None] | None = None) -> list[Path]:
@@ -74,22 +88,22 @@ def write_plots(out: Path, rows: list[ThroughputResult], log: Callable[[str], No
             log("matplotlib is not installed: no plots (pip install matplotlib)")
         return []
 
-    groups: dict[tuple, list[ThroughputResult]] = {}
+    groups: dict[GroupKey, list[ThroughputResult]] = {}
     for r in ok:
         groups.setdefault(_group_key(r), []).append(r)
     written = []
 
     fig, axes = plt.subplots(len(groups), 1, figsize=(7, 4 * len(groups)), squeeze=False)
     for ax, (key, group) in zip(axes[:, 0], groups.items()):
-        lines: dict[tuple, list[ThroughputResult]] = {}
+        lines: dict[tuple[Amp, bool, int, int], list[ThroughputResult]] = {}
         for r in group:
             lines.setdefault((r.config.amp, r.config.compile, r.config.nodes, r.config.devices), []).append(r)
-        for (amp, compiled, nodes, devices), points in sorted(lines.items(), key=lambda kv: (
+        for (amp, compiled, nodes, devices), line in sorted(lines.items(), key=lambda kv: (
                 AMP_ORDER.index(kv[0][0]), kv[0][1], kv[0][2], kv[0][3])):
-            points.sort(key=lambda r: r.batch_size)
+            points = _points(line, lambda r: r.batch_size, lambda r: r.samples_per_s)
             label = f"{'fp32' if amp == 'off' else amp}{' compiled' if compiled else ''}, {nodes * devices} dev"
-            ax.plot([r.batch_size for r in points], [r.samples_per_s for r in points], marker="o", label=label)
-            _mark_flagged(ax, [(r.batch_size, r.samples_per_s) for r in points if r.flags])
+            ax.plot([x for x, _, _ in points], [y for _, y, _ in points], marker="o", label=label)
+            _mark_flagged(ax, [(x, y) for x, y, flagged in points if flagged])
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch size per device")
         ax.set_ylabel("samples/s (median)")
@@ -104,26 +118,26 @@ def write_plots(out: Path, rows: list[ThroughputResult], log: Callable[[str], No
 
     scaled = [r for r in ok if r.speedup is not None]
     if len({r.world_size for r in scaled}) > 1:
-        sgroups: dict[tuple, list[ThroughputResult]] = {}
+        sgroups: dict[GroupKey, list[ThroughputResult]] = {}
         for r in scaled:
             sgroups.setdefault(_group_key(r), []).append(r)
         fig, axes = plt.subplots(len(sgroups), 1, figsize=(7, 4 * len(sgroups)), squeeze=False)
         for ax, (key, group) in zip(axes[:, 0], sgroups.items()):
-            lines = {}
+            slines: dict[tuple[Amp, bool, int], list[ThroughputResult]] = {}
             for r in group:
-                lines.setdefault((r.config.amp, r.config.compile, r.config.batch_size), []).append(r)
+                slines.setdefault((r.config.amp, r.config.compile, r.config.batch_size), []).append(r)
             # perfect scaling on the rows' basis: the device count on GPUs, the ratio of total threads on CPUs
-            ideal = sorted({(r.world_size, r.ideal_speedup) for r in group if r.ideal_speedup is not None})
-            ideal = sorted(dict([(1, 1.0)] + ideal).items())
+            measured = sorted({(r.world_size, r.ideal_speedup) for r in group if r.ideal_speedup is not None})
+            ideal = sorted(dict([(1, 1.0)] + measured).items())
             bases = sorted({r.efficiency_basis for r in group if r.efficiency_basis})
             ax.plot([w for w, _ in ideal], [i for _, i in ideal], linestyle="--", color="grey",
                     label=f"ideal ({', '.join(bases) or 'devices'})")
-            for (amp, compiled, batch), points in sorted(lines.items(), key=lambda kv: (
+            for (amp, compiled, batch), sline in sorted(slines.items(), key=lambda kv: (
                     AMP_ORDER.index(kv[0][0]), kv[0][1], kv[0][2])):
-                points.sort(key=lambda r: r.world_size)
+                spoints = _points(sline, lambda r: r.world_size, lambda r: r.speedup)
                 label = f"{'fp32' if amp == 'off' else amp}{' compiled' if compiled else ''}, bs {batch}/device"
-                ax.plot([r.world_size for r in points], [r.speedup for r in points], marker="o", label=label)
-                _mark_flagged(ax, [(r.world_size, r.speedup) for r in points if r.flags])
+                ax.plot([x for x, _, _ in spoints], [y for _, y, _ in spoints], marker="o", label=label)
+                _mark_flagged(ax, [(x, y) for x, y, flagged in spoints if flagged])
             ax.set_xticks(sorted({1, *(r.world_size for r in group)}))
             ax.set_xlabel("devices (processes)")
             ax.set_ylabel("speedup vs 1 device")

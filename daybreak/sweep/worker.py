@@ -36,7 +36,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -47,10 +47,11 @@ from daybreak.errors import ConfigError
 from daybreak.fileio import atomic_write_text
 from daybreak.text import one_line as text_one_line
 from daybreak.measure.device import autocast, synchronize
-from daybreak.records.throughput import ThroughputConfig
+from daybreak.records.throughput import Status, ThroughputConfig
 from daybreak.sweep.launch import cpu_cores
 
 if TYPE_CHECKING:
+    from daybreak.measure.energy import EnergyDelta, EnergySnapshot
     from daybreak.tasks import Task
 
 # The one model pre-trained on token sequences (masked-language modelling); every other model's input is its task's
@@ -68,7 +69,7 @@ class WorkerSpec(BaseModel):
 
 
 class WorkerReport(BaseModel):
-    status: str  # ok / oom / failed
+    status: Status  # ok / oom / failed
     error: str | None = None
     traceback: str | None = None
     rank: int = 0
@@ -146,7 +147,7 @@ def synthetic_image_shape(config: ThroughputConfig) -> tuple[int, int, int]:
     return channels, height, width
 
 
-def make_optimizer(cls: type[torch.optim.Optimizer], model: nn.Module, **kwargs) -> torch.optim.Optimizer:
+def make_optimizer(cls: Callable[..., torch.optim.Optimizer], model: nn.Module, **kwargs: Any) -> torch.optim.Optimizer:
     """The fused implementation where this torch/device has one (one kernel per step instead of a pass per
     elementwise op: 10x faster AdamW on CPU), else the default (foreach) one."""
     try:
@@ -203,7 +204,10 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
             raise ConfigError(f"--data {config.data}: real data is for image models; {config.model} "
                               "runs on synthetic token sequences")
         seq_len = config.seq_len or DEFAULT_SEQ_LEN
+        from daybreak.models.bert import BertForMaskedLM
+
         model = create_model(config.model).to(device)
+        assert isinstance(model, BertForMaskedLM), "TOKEN_MODELS are BERTs"
         vocab = model.config.vocab_size
         if seq_len > model.config.max_position_embeddings:
             raise ConfigError(f"--seq-len {seq_len}: {config.model} has "
@@ -232,6 +236,8 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
         # The sweep found (and if need be downloaded) the files before starting any worker: never download here,
         # where several ranks would do it at once.
         data = task.load(Path(config.data_dir) if config.data_dir else None, config.allow_custom_data, False)
+        # the grid takes only tasks that feed sweeps (Task.feeds_sweeps: their examples are in memory)
+        assert data.train_x is not None and data.train_y is not None, f"{task.name} holds no training examples"
         recipe = get_recipe(task.reference_recipe)
         setup = recipe.build(recipe.hyperparameters(), data, device)  # for its prepare (normalize, layout)
         perm = torch.randperm(len(data.train_x), generator=generator)[rank::world]  # this rank's shard
@@ -240,16 +246,18 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
         ys = data.train_y[perm].to(device)
         extra = {"in_channels": xs.shape[1]} if config.model == "resnet50" else {}
         model = create_model(config.model, num_classes=data.num_classes, **extra)
-        model = model.to(device, memory_format=memory_format)
+        # torch's stub of Module.to omits memory_format (the method takes it)
+        model = model.to(device, memory_format=memory_format)  # type: ignore[call-overload]
         return Workload(model=model, next_batch=_cycle(xs, ys, batch), loss_fn=F.cross_entropy,
                         input_shape=list(xs.shape[1:]), make_optimizer=sgd, data_official=data.official,
                         data_notes=list(data.notes))
 
     shape = synthetic_image_shape(config)
-    task = model_task(config.model)
-    assert task is not None
-    num_classes = task.num_classes
-    model = create_model(config.model, num_classes=num_classes).to(device, memory_format=memory_format)
+    image_task = model_task(config.model)
+    assert image_task is not None
+    num_classes = image_task.num_classes
+    model = create_model(config.model, num_classes=num_classes)
+    model = model.to(device, memory_format=memory_format)  # type: ignore[call-overload]  # (as above)
     x = torch.randn(batch, *shape, generator=generator).to(device).contiguous(memory_format=memory_format)
     y = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
     return Workload(model=model, next_batch=lambda: (x, y), loss_fn=F.cross_entropy, input_shape=list(shape),
@@ -312,16 +320,17 @@ class RepeatEnergy:
             uuid = torch_gpu_uuid(device.index or 0)
             gpus = [uuid] if uuid else [device.index or 0]
         self.meter = EnergyMeter(gpus=gpus, rank=rank)
-        self.windows: list = []  # (start, end) snapshot of each repeat
-        self._open = None
+        self.windows: list[tuple[EnergySnapshot, EnergySnapshot]] = []  # (start, end) snapshot of each repeat
+        self._open: EnergySnapshot | None = None
 
     def start(self) -> None:
         self._open = self.meter.read()
 
     def stop(self) -> None:
+        assert self._open is not None, "start() first"
         self.windows.append((self._open, self.meter.read()))
 
-    def deltas(self) -> list:
+    def deltas(self) -> list[EnergyDelta]:
         from daybreak.measure.energy import delta
 
         return [delta(a, b) for a, b in self.windows]
@@ -330,7 +339,7 @@ class RepeatEnergy:
         self.meter.close()
 
 
-def combine_repeats(per_rank: list[list]) -> tuple[list[float | None], list[str], dict[str, str]]:
+def combine_repeats(per_rank: list[list[EnergyDelta]]) -> tuple[list[float | None], list[str], dict[str, str]]:
     """Every rank's per-repeat EnergyDelta -> (joules of each repeat, all ranks, each counter once; the kinds
     those totals cover; why a kind is not in them)."""
     from daybreak.measure.energy import combine_ranks
@@ -438,7 +447,7 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
 
         runnable = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     if config.compile:
-        runnable = torch.compile(runnable)
+        runnable = cast(nn.Module, torch.compile(runnable))  # an OptimizedModule (torch's stub says Callable)
 
     optimizer_name = None
     if train:

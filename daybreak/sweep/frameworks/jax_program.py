@@ -14,6 +14,7 @@ Flax's ``dtype=bfloat16`` (computation) with float32 parameters. Several devices
 import os
 import sys
 from functools import partial
+from typing import Any
 
 import reference as ref
 
@@ -25,11 +26,13 @@ if OPTS.devices > 1:  # before jax is imported: a CPU becomes OPTS.devices host 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
 import optax  # noqa: E402
 from flax import linen as nn  # noqa: E402
 from flax.training import train_state  # noqa: E402
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
+PyTree = Any  # nested dicts of arrays: Flax variables, parameters, gradients
 
 
 class Bottleneck(nn.Module):
@@ -38,7 +41,7 @@ class Bottleneck(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, train):
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         conv = partial(nn.Conv, use_bias=False, dtype=self.dtype,
                        kernel_init=nn.initializers.variance_scaling(2.0, "fan_out", "normal"))
         norm = partial(nn.BatchNorm, use_running_average=not train, momentum=1 - ref.BN["momentum"],
@@ -60,7 +63,7 @@ class ResNet50(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, train=True, dropout=False):
+    def __call__(self, x: jax.Array, train: bool = True, dropout: bool = False) -> jax.Array:
         x = nn.Conv(64, (7, 7), (2, 2), padding=((3, 3), (3, 3)), use_bias=False, dtype=self.dtype,
                     kernel_init=nn.initializers.variance_scaling(2.0, "fan_out", "normal"), name="conv1")(x)
         x = nn.BatchNorm(use_running_average=not train, momentum=1 - ref.BN["momentum"], epsilon=ref.BN["eps"],
@@ -77,14 +80,17 @@ class BertLayer(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, dropout):
+    def __call__(self, x: jax.Array, dropout: bool) -> jax.Array:
         c = ref.BERT
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=nn.initializers.normal(0.02))
         norm = partial(nn.LayerNorm, epsilon=c["ln_eps"], dtype=self.dtype)
         drop = partial(nn.Dropout, rate=c["dropout"], deterministic=not dropout)
         b, length, hidden = x.shape
         heads, dim = c["heads"], hidden // c["heads"]
-        split = lambda t: t.reshape(b, length, heads, dim)  # noqa: E731
+
+        def split(t: jax.Array) -> jax.Array:
+            return t.reshape(b, length, heads, dim)
+
         q, k, v = (split(dense(hidden, name=n)(x)) for n in ("query", "key", "value"))
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(dim).astype(self.dtype)
         probs = drop()(jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(self.dtype))
@@ -98,7 +104,7 @@ class BertForMaskedLM(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, ids, train=True, dropout=True):
+    def __call__(self, ids: jax.Array, train: bool = True, dropout: bool = True) -> jax.Array:
         c = ref.BERT
         init = nn.initializers.normal(0.02)
         embed = nn.Embed(ref.VOCAB, c["hidden"], embedding_init=init, dtype=self.dtype, name="word_embeddings")
@@ -118,10 +124,11 @@ class BertForMaskedLM(nn.Module):
 
 # --- daybreak's PyTorch weights -> Flax variables ----------------------------------------------------------------
 
-def _torch_to_flax_resnet(w):
-    params, stats = {}, {}
+def _torch_to_flax_resnet(w: dict[str, npt.NDArray[Any]]) -> PyTree:
+    params: dict[str, Any] = {}
+    stats: dict[str, Any] = {}
 
-    def put(tree, path, value):
+    def put(tree: dict[str, Any], path: list[str], value: npt.NDArray[Any]) -> None:
         for key in path[:-1]:
             tree = tree.setdefault(key, {})
         tree[path[-1]] = jnp.asarray(value)
@@ -148,17 +155,21 @@ def _torch_to_flax_resnet(w):
     return {"params": params, "batch_stats": stats}
 
 
-def _torch_to_flax_bert(w):
-    dense = lambda p: {"kernel": jnp.asarray(w[p + ".weight"].T), "bias": jnp.asarray(w[p + ".bias"])}  # noqa: E731
-    norm = lambda p: {"scale": jnp.asarray(w[p + ".weight"]), "bias": jnp.asarray(w[p + ".bias"])}  # noqa: E731
+def _torch_to_flax_bert(w: dict[str, npt.NDArray[Any]]) -> PyTree:
+    def dense(p: str) -> dict[str, jax.Array]:
+        return {"kernel": jnp.asarray(w[p + ".weight"].T), "bias": jnp.asarray(w[p + ".bias"])}
+
+    def norm(p: str) -> dict[str, jax.Array]:
+        return {"scale": jnp.asarray(w[p + ".weight"]), "bias": jnp.asarray(w[p + ".bias"])}
+
     e = "bert.embeddings."
-    params = {"word_embeddings": {"embedding": jnp.asarray(w[e + "word_embeddings.weight"])},
-              "position_embeddings": jnp.asarray(w[e + "position_embeddings.weight"]),
-              "token_type_embeddings": jnp.asarray(w[e + "token_type_embeddings.weight"]),
-              "embeddings_LayerNorm": norm(e + "LayerNorm"),
-              "transform_dense": dense("cls.predictions.transform.dense"),
-              "transform_LayerNorm": norm("cls.predictions.transform.LayerNorm"),
-              "decoder_bias": jnp.asarray(w["cls.predictions.bias"])}
+    params: dict[str, Any] = {"word_embeddings": {"embedding": jnp.asarray(w[e + "word_embeddings.weight"])},
+                              "position_embeddings": jnp.asarray(w[e + "position_embeddings.weight"]),
+                              "token_type_embeddings": jnp.asarray(w[e + "token_type_embeddings.weight"]),
+                              "embeddings_LayerNorm": norm(e + "LayerNorm"),
+                              "transform_dense": dense("cls.predictions.transform.dense"),
+                              "transform_LayerNorm": norm("cls.predictions.transform.LayerNorm"),
+                              "decoder_bias": jnp.asarray(w["cls.predictions.bias"])}
     for i in range(ref.BERT["layers"]):
         t = f"bert.encoder.layer.{i}."
         params[f"layer_{i}"] = {
@@ -173,10 +184,10 @@ def _torch_to_flax_bert(w):
 # --- the training step -------------------------------------------------------------------------------------------
 
 class TrainState(train_state.TrainState):
-    batch_stats: dict
+    batch_stats: PyTree
 
 
-def loss_of(logits, labels, model):
+def loss_of(logits: jax.Array, labels: jax.Array, model: str) -> jax.Array:
     logits = logits.astype(jnp.float32)
     if model == "resnet50":
         return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
@@ -185,7 +196,7 @@ def loss_of(logits, labels, model):
     return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1)
 
 
-def main():
+def main() -> int:
     opts = OPTS
     devices = jax.devices()[: opts.devices]
     platform = devices[0].platform
@@ -217,14 +228,17 @@ def main():
                               batch_stats=variables.get("batch_stats", {}))
     has_stats = bool(state.batch_stats)
 
-    def forward(params, batch_stats, x, key, dropout):
+    def forward(params: PyTree, batch_stats: PyTree, x: jax.Array, key: jax.Array,
+                dropout: bool) -> tuple[jax.Array, PyTree]:
         v = {"params": params, **({"batch_stats": batch_stats} if has_stats else {})}
         if has_stats:
-            return model.apply(v, x, train=True, dropout=dropout, mutable=["batch_stats"], rngs={"dropout": key})
+            logits, updates = model.apply(v, x, train=True, dropout=dropout, mutable=["batch_stats"],
+                                          rngs={"dropout": key})
+            return logits, updates
         return model.apply(v, x, train=True, dropout=dropout, rngs={"dropout": key}), {}
 
-    def train_step(state, x, y, key):
-        def loss_fn(params):
+    def train_step(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array) -> tuple[TrainState, jax.Array]:
+        def loss_fn(params: PyTree) -> tuple[jax.Array, PyTree]:
             logits, updates = forward(params, state.batch_stats, x, key, True)
             return loss_of(logits, y, opts.model), updates
 
@@ -248,9 +262,9 @@ def main():
         ref.describe(params, flops, loss_of(logits, y, opts.model), framework="jax", version=jax.__version__)
         return 0
 
-    holder = {"state": state, "loss": None, "i": 0}
+    holder: dict[str, Any] = {"state": state, "loss": None, "i": 0}  # the state, the last loss, the step
 
-    def step():
+    def step() -> None:
         holder["i"] += 1
         holder["state"], holder["loss"] = compiled(holder["state"], x, y, jax.random.fold_in(rng, holder["i"]))
 

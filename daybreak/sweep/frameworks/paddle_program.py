@@ -16,6 +16,7 @@ convolution's backward is twice its forward.
 
 import os
 import sys
+from typing import Any, TypedDict
 
 os.environ.setdefault("GLOG_minloglevel", "2")
 
@@ -24,22 +25,30 @@ import reference as ref  # noqa: E402
 OPTS = ref.options()
 
 import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
 import paddle  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 from paddle import nn  # noqa: E402
 from paddle.utils.flops import flops as op_flops  # noqa: E402
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
-COUNT = {"on": False, "flops": 0}  # the forward's FLOPs while counting
 
 
-def counted_matmul(x, y, transpose_y=False):
+class Count(TypedDict):
+    on: bool
+    flops: int
+
+
+COUNT: Count = {"on": False, "flops": 0}  # the forward's FLOPs while counting
+
+
+def counted_matmul(x: paddle.Tensor, y: paddle.Tensor, transpose_y: bool = False) -> paddle.Tensor:
     if COUNT["on"]:
         COUNT["flops"] += op_flops("matmul_v2", {"X": [list(x.shape)], "Y": [list(y.shape)]}, {"trans_y": transpose_y})
     return paddle.matmul(x, y, transpose_y=transpose_y)
 
 
-def _count_layer(layer, inputs, output):
+def _count_layer(layer: nn.Layer, inputs: tuple[paddle.Tensor, ...], output: paddle.Tensor) -> None:
     if not COUNT["on"]:
         return
     x = inputs[0]
@@ -53,10 +62,10 @@ def _count_layer(layer, inputs, output):
         COUNT["flops"] += op_flops("matmul_v2", {"X": [list(x.shape)], "Y": [list(layer.weight.shape)]}, {})
 
 
-def forward_flops(model, x):
+def forward_flops(model: nn.Layer, x: paddle.Tensor) -> int:
     hooks = [m.register_forward_post_hook(_count_layer) for m in model.sublayers()
              if isinstance(m, (nn.Conv2D, nn.Linear))]
-    COUNT.update(on=True, flops=0)
+    COUNT.update({"on": True, "flops": 0})
     try:
         with paddle.no_grad():
             model(x)
@@ -69,28 +78,28 @@ def forward_flops(model, x):
 
 # --- ResNet-50 v1.5 (PaddleClas' layout; PyTorch's names, so daybreak's weights load by name) ------------------
 
-def conv(c_in, c_out, k, stride=1):
+def conv(c_in: int, c_out: int, k: int, stride: int = 1) -> nn.Conv2D:
     return nn.Conv2D(c_in, c_out, k, stride=stride, padding=k // 2, bias_attr=False,
                      weight_attr=paddle.ParamAttr(initializer=nn.initializer.KaimingNormal(nonlinearity="relu")))
 
 
-def bn(c, zero=False):
+def bn(c: int, zero: bool = False) -> nn.BatchNorm2D:
     attr = paddle.ParamAttr(initializer=nn.initializer.Constant(0.0)) if zero else None
     return nn.BatchNorm2D(c, momentum=1 - ref.BN["momentum"], epsilon=ref.BN["eps"], weight_attr=attr)
 
 
 class Bottleneck(nn.Layer):
-    def __init__(self, c_in, width, stride):
+    def __init__(self, c_in: int, width: int, stride: int) -> None:
         super().__init__()
         self.conv1, self.bn1 = conv(c_in, width, 1), bn(width)
         self.conv2, self.bn2 = conv(width, width, 3, stride), bn(width)  # v1.5: the stride in the 3x3
         self.conv3, self.bn3 = conv(width, width * 4, 1), bn(width * 4, zero=True)
         self.relu = nn.ReLU()
-        self.downsample = None
+        self.downsample: nn.Sequential | None = None
         if stride != 1 or c_in != width * 4:
             self.downsample = nn.Sequential(conv(c_in, width * 4, 1, stride), bn(width * 4))
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         shortcut = x if self.downsample is None else self.downsample(x)
         y = self.relu(self.bn1(self.conv1(x)))
         y = self.relu(self.bn2(self.conv2(y)))
@@ -98,11 +107,12 @@ class Bottleneck(nn.Layer):
 
 
 class ResNet50(nn.Layer):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.conv1, self.bn1, self.relu = conv(3, 64, 7, 2), bn(64), nn.ReLU()
         self.maxpool = nn.MaxPool2D(3, stride=2, padding=1)
-        c_in, stages = 64, []
+        c_in = 64
+        stages: list[nn.Sequential] = []
         for width, blocks, stride in STAGES:
             stages.append(nn.Sequential(*[Bottleneck(c_in if j == 0 else width * 4, width, stride if j == 0 else 1)
                                           for j in range(blocks)]))
@@ -111,7 +121,7 @@ class ResNet50(nn.Layer):
         self.avgpool = nn.AdaptiveAvgPool2D(1)
         self.fc = nn.Linear(c_in, ref.NUM_CLASSES)
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(paddle.flatten(self.avgpool(x), 1))
@@ -119,16 +129,16 @@ class ResNet50(nn.Layer):
 
 # --- BERT-base with the masked-LM head (PaddleNLP's layout; PyTorch's names) -----------------------------------
 
-def _normal():
+def _normal() -> paddle.ParamAttr:
     return paddle.ParamAttr(initializer=nn.initializer.Normal(std=0.02))
 
 
-def linear(n_in, n_out):
+def linear(n_in: int, n_out: int) -> nn.Linear:
     return nn.Linear(n_in, n_out, weight_attr=_normal())
 
 
 class Embeddings(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.word_embeddings = nn.Embedding(ref.VOCAB, c["hidden"], weight_attr=_normal())
         self.position_embeddings = nn.Embedding(c["positions"], c["hidden"], weight_attr=_normal())
@@ -136,126 +146,129 @@ class Embeddings(nn.Layer):
         self.LayerNorm = nn.LayerNorm(c["hidden"], epsilon=c["ln_eps"])
         self.dropout = nn.Dropout(c["dropout"])
 
-    def forward(self, ids):
+    def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
         x = self.word_embeddings(ids) + self.position_embeddings.weight[: ids.shape[1]].unsqueeze(0)
         return self.dropout(self.LayerNorm(x + self.token_type_embeddings.weight[0]))
 
 
 class SelfAttention(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.heads, self.dim = c["heads"], c["hidden"] // c["heads"]
         self.query, self.key, self.value = (linear(c["hidden"], c["hidden"]) for _ in range(3))
         self.dropout = nn.Dropout(c["dropout"])
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         b, length, hidden = x.shape
-        split = lambda t: t.reshape([b, length, self.heads, self.dim]).transpose([0, 2, 1, 3])  # noqa: E731
+
+        def split(t: paddle.Tensor) -> paddle.Tensor:
+            return t.reshape([b, length, self.heads, self.dim]).transpose([0, 2, 1, 3])
+
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
         probs = self.dropout(F.softmax(counted_matmul(q, k, transpose_y=True) / float(np.sqrt(self.dim)), axis=-1))
         return counted_matmul(probs, v).transpose([0, 2, 1, 3]).reshape([b, length, hidden])
 
 
 class DenseNorm(nn.Layer):
-    def __init__(self, n_in, c):
+    def __init__(self, n_in: int, c: dict[str, Any]) -> None:
         super().__init__()
         self.dense = linear(n_in, c["hidden"])
         self.LayerNorm = nn.LayerNorm(c["hidden"], epsilon=c["ln_eps"])
         self.dropout = nn.Dropout(c["dropout"])
 
-    def forward(self, h, residual):
+    def forward(self, h: paddle.Tensor, residual: paddle.Tensor) -> paddle.Tensor:
         return self.LayerNorm(self.dropout(self.dense(h)) + residual)
 
 
 class Attention(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.self, self.output = SelfAttention(c), DenseNorm(c["hidden"], c)
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return self.output(self.self(x), x)
 
 
 class Intermediate(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.dense = linear(c["hidden"], c["intermediate"])
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return F.gelu(self.dense(x), approximate=False)
 
 
 class Layer(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.attention, self.intermediate, self.output = Attention(c), Intermediate(c), DenseNorm(c["intermediate"], c)
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = self.attention(x)
         return self.output(self.intermediate(x), x)
 
 
 class Encoder(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.layer = nn.LayerList([Layer(c) for _ in range(c["layers"])])
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         for layer in self.layer:
             x = layer(x)
         return x
 
 
 class Bert(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.embeddings, self.encoder = Embeddings(c), Encoder(c)
 
-    def forward(self, ids):
+    def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
         return self.encoder(self.embeddings(ids))
 
 
 class Transform(nn.Layer):
-    def __init__(self, c):
+    def __init__(self, c: dict[str, Any]) -> None:
         super().__init__()
         self.dense = linear(c["hidden"], c["hidden"])
         self.LayerNorm = nn.LayerNorm(c["hidden"], epsilon=c["ln_eps"])
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return self.LayerNorm(F.gelu(self.dense(x), approximate=False))
 
 
 class Predictions(nn.Layer):
-    def __init__(self, c, word_embeddings):
+    def __init__(self, c: dict[str, Any], word_embeddings: nn.Embedding) -> None:
         super().__init__()
         self.transform = Transform(c)
         self.decoder_weight = word_embeddings.weight  # tied: not a parameter of its own
         self.bias = self.create_parameter([ref.VOCAB], is_bias=True)
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return counted_matmul(self.transform(x), self.decoder_weight, transpose_y=True) + self.bias
 
 
 class Head(nn.Layer):
-    def __init__(self, c, word_embeddings):
+    def __init__(self, c: dict[str, Any], word_embeddings: nn.Embedding) -> None:
         super().__init__()
         self.predictions = Predictions(c, word_embeddings)
 
-    def forward(self, x):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return self.predictions(x)
 
 
 class BertForMaskedLM(nn.Layer):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.bert = Bert(ref.BERT)
         self.cls = Head(ref.BERT, self.bert.embeddings.word_embeddings)
 
-    def forward(self, ids):
+    def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
         return self.cls(self.bert(ids))
 
 
-def load_torch_weights(model, w):
+def load_torch_weights(model: nn.Layer, w: dict[str, npt.NDArray[Any]]) -> None:
     """daybreak's PyTorch state dict into the model by name (Linear weights are (in, out) in Paddle)."""
     linear_weights = {f"{name}.weight" for name, m in model.named_sublayers() if isinstance(m, nn.Linear)}
     state = {}
@@ -268,7 +281,7 @@ def load_torch_weights(model, w):
     model.set_state_dict(state)
 
 
-def loss_of(logits, labels, model):
+def loss_of(logits: paddle.Tensor, labels: paddle.Tensor, model: str) -> paddle.Tensor:
     logits = paddle.cast(logits, "float32")
     if model == "resnet50":
         return F.cross_entropy(logits, labels)
@@ -279,7 +292,7 @@ def loss_of(logits, labels, model):
     return per_token.sum() / paddle.clip(predicted, min=1.0)  # the mean over the predicted tokens
 
 
-def main():
+def main() -> int:
     opts = OPTS
     gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
     paddle.set_device("gpu" if gpu else "cpu")
@@ -321,9 +334,9 @@ def main():
         strategy = paddle.static.BuildStrategy()
         strategy.build_cinn_pass = True
         model = paddle.jit.to_static(model, build_strategy=strategy, full_graph=True)
-    holder = {"loss": None}
+    holder: dict[str, paddle.Tensor | None] = {"loss": None}
 
-    def step():
+    def step() -> None:
         with paddle.amp.auto_cast(enable=opts.amp == "bf16", dtype="bfloat16", level="O1"):
             loss = loss_of(model(x), y, opts.model)
         loss.backward()
@@ -331,7 +344,7 @@ def main():
         optimizer.clear_grad()
         holder["loss"] = loss
 
-    def sync():
+    def sync() -> None:
         if holder["loss"] is not None:
             float(holder["loss"])  # waits for the step's kernels
         if gpu:

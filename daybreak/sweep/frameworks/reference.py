@@ -16,8 +16,10 @@ state dict; ``--batch``: the batch, an .npz with x and y), computed in training 
 
 import argparse
 import json
+from typing import Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 
 import throughput_log as tl
 
@@ -31,7 +33,7 @@ BERT = dict(hidden=768, layers=12, heads=12, intermediate=3072, positions=512, t
 BN = dict(momentum=0.1, eps=1e-5)  # PyTorch's convention: new = (1 - momentum) * old + momentum * batch
 
 
-def options(argv=None):
+def options(argv: list[str] | None = None) -> argparse.Namespace:
     asked = tl.settings()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=asked.get("model", "resnet50"), choices=["resnet50", "bert_base"])
@@ -52,7 +54,7 @@ def options(argv=None):
     return p.parse_args(argv)
 
 
-def synthetic_batch(opts, seed=1234):
+def synthetic_batch(opts: argparse.Namespace, seed: int = 1234) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """(x, y) as daybreak's worker makes them: NCHW float32 images and class labels, or token ids and MLM labels
     (IGNORE_INDEX where nothing is predicted)."""
     if opts.batch:
@@ -68,7 +70,7 @@ def synthetic_batch(opts, seed=1234):
     return ids, labels
 
 
-def torch_weights(opts):
+def torch_weights(opts: argparse.Namespace) -> dict[str, npt.NDArray[Any]] | None:
     """daybreak's PyTorch state dict (name -> array), or None."""
     if not opts.weights:
         return None
@@ -76,23 +78,24 @@ def torch_weights(opts):
         return {k: f[k] for k in f.files}
 
 
-def input_shape(opts):
+def input_shape(opts: argparse.Namespace) -> list[int]:
     return [3, opts.image_size, opts.image_size] if opts.model == "resnet50" else [opts.seq_len]
 
 
-def optimizer_text(opts):
+def optimizer_text(opts: argparse.Namespace) -> str:
     if opts.model == "resnet50":
         return f"SGD(lr={SGD['lr']:g}, momentum={SGD['momentum']:g}, weight_decay={SGD['weight_decay']:g})"
     return f"AdamW(lr={ADAMW['lr']:g}, weight_decay={ADAMW['weight_decay']:g})"
 
 
-def describe(params, flops_per_step, loss, **more):
+def describe(params: int, flops_per_step: int | None, loss: Any, **more: Any) -> None:
     print(json.dumps({"params": int(params), "flops_per_step": flops_per_step, "loss": float(loss), **more}),
           flush=True)
 
 
-def check(opts, framework, supported_amp=("off", "bf16"), compiler_off_ok=True, compiler_on_ok=True,
-          several_devices=False, why=None):
+def check(opts: argparse.Namespace, framework: str, supported_amp: tuple[str, ...] = ("off", "bf16"),
+          compiler_off_ok: bool = True, compiler_on_ok: bool = True, several_devices: bool = False,
+          why: dict[str, str] | None = None) -> bool:
     """Report what this framework's program cannot run (``throughput_log.unsupported``); True when it can run."""
     why = why or {}
     if opts.describe:
@@ -110,7 +113,8 @@ def check(opts, framework, supported_amp=("off", "bf16"), compiler_off_ok=True, 
     return False
 
 
-def run(opts, step, sync, **start):
+def run(opts: argparse.Namespace, step: Callable[[], object], sync: Callable[[], object],
+        **start: Any) -> None:
     """Announce the run and time it (warm-up windows first) by daybreak's protocol."""
     tl.start(batch_size=opts.batch_size, devices=opts.devices, amp=opts.amp, input_shape=input_shape(opts),
              optimizer=optimizer_text(opts), **start)

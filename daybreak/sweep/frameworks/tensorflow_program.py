@@ -16,8 +16,11 @@ weight decay decoupled from the gradient (PyTorch's SGD adds it to the gradient)
 One device per process here: TensorFlow's several-device training (MirroredStrategy) is not in this program.
 """
 
+from __future__ import annotations
+
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -28,21 +31,23 @@ OPTS = ref.options()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import layers  # noqa: E402
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 CONV_INIT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
 BN_ARGS = dict(momentum=1 - ref.BN["momentum"], epsilon=ref.BN["eps"])
-TORCH = {}  # Keras layer -> the PyTorch module name whose weights it takes
+TORCH: dict[str, str] = {}  # Keras layer -> the PyTorch module name whose weights it takes
 
 
-def named(layer, torch_name):
+def named(layer: layers.Layer, torch_name: str) -> layers.Layer:
     TORCH[layer.name] = torch_name
     return layer
 
 
-def conv_bn(x, filters, kernel, stride, torch_conv, torch_bn, relu=True, zero_gamma=False):
+def conv_bn(x: keras.KerasTensor, filters: int, kernel: int, stride: int, torch_conv: str, torch_bn: str,
+            relu: bool = True, zero_gamma: bool = False) -> keras.KerasTensor:
     if kernel > 1:  # explicit padding: Keras "same" pads a strided convolution asymmetrically, PyTorch does not
         x = layers.ZeroPadding2D(kernel // 2)(x)
     x = named(layers.Conv2D(filters, kernel, stride, use_bias=False, kernel_initializer=CONV_INIT,
@@ -52,7 +57,7 @@ def conv_bn(x, filters, kernel, stride, torch_conv, torch_bn, relu=True, zero_ga
     return layers.ReLU()(x) if relu else x
 
 
-def resnet50(image_size):
+def resnet50(image_size: int) -> keras.Model:
     inputs = keras.Input((image_size, image_size, 3))
     x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")
     x = layers.ZeroPadding2D(1)(x)  # after a ReLU, zero padding is max-pooling's -inf padding
@@ -73,17 +78,17 @@ def resnet50(image_size):
 
 
 class BertLayer(layers.Layer):
-    def __init__(self, index, **kwargs):
+    def __init__(self, index: int, **kwargs: Any) -> None:
         super().__init__(name=f"layer_{index}", **kwargs)
         c, init = ref.BERT, keras.initializers.TruncatedNormal(stddev=0.02)
         self.heads, self.dim = c["heads"], c["hidden"] // c["heads"]
         prefix = f"bert.encoder.layer.{index}."
 
-        def dense(units, torch_name):
+        def dense(units: int, torch_name: str) -> layers.Layer:
             return named(layers.Dense(units, kernel_initializer=init, name=f"l{index}_{torch_name}"),
                          prefix + torch_name)
 
-        def norm(torch_name):
+        def norm(torch_name: str) -> layers.Layer:
             return named(layers.LayerNormalization(epsilon=c["ln_eps"], name=f"l{index}_{torch_name}"),
                          prefix + torch_name)
 
@@ -95,10 +100,10 @@ class BertLayer(layers.Layer):
         self.attention_norm, self.output_norm = norm("attention.output.LayerNorm"), norm("output.LayerNorm")
         self.drop = layers.Dropout(c["dropout"])
 
-    def call(self, x, training=False):
+    def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
         shape = tf.shape(x)
 
-        def split(t):  # (B, L, H) -> (B, heads, L, dim)
+        def split(t: tf.Tensor) -> tf.Tensor:  # (B, L, H) -> (B, heads, L, dim)
             return tf.transpose(tf.reshape(t, [shape[0], shape[1], self.heads, self.dim]), [0, 2, 1, 3])
 
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
@@ -111,7 +116,7 @@ class BertLayer(layers.Layer):
 
 
 class BertForMaskedLM(keras.Model):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(name="bert_mlm")
         c, init = ref.BERT, keras.initializers.TruncatedNormal(stddev=0.02)
         self.word_embeddings = named(layers.Embedding(ref.VOCAB, c["hidden"], embeddings_initializer=init,
@@ -125,7 +130,7 @@ class BertForMaskedLM(keras.Model):
                                     "cls.predictions.transform.LayerNorm")
         self.drop = layers.Dropout(c["dropout"])
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         c, init = ref.BERT, keras.initializers.TruncatedNormal(stddev=0.02)
         self.position_embeddings = self.add_weight(shape=(c["positions"], c["hidden"]), initializer=init,
                                                    name="position_embeddings")
@@ -134,7 +139,7 @@ class BertForMaskedLM(keras.Model):
         self.decoder_bias = self.add_weight(shape=(ref.VOCAB,), initializer="zeros", name="decoder_bias")
         super().build(input_shape)
 
-    def call(self, ids, training=False):
+    def call(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
         x = self.word_embeddings(ids)
         dtype = x.dtype
         x = x + tf.cast(self.position_embeddings[: tf.shape(ids)[1]], dtype) + tf.cast(self.token_type_embeddings[0],
@@ -147,7 +152,7 @@ class BertForMaskedLM(keras.Model):
         return tf.matmul(h, decoder, transpose_b=True) + tf.cast(self.decoder_bias, h.dtype)
 
 
-def load_torch_weights(model, w):
+def load_torch_weights(model: keras.Model, w: dict[str, npt.NDArray[Any]]) -> None:
     """daybreak's PyTorch state dict into the Keras model, layer by layer (layouts transposed)."""
     for layer in model._flatten_layers(include_self=False, recursive=True):
         name = TORCH.get(layer.name)
@@ -170,7 +175,7 @@ def load_torch_weights(model, w):
         model.decoder_bias.assign(w["cls.predictions.bias"])
 
 
-def loss_of(logits, labels, model):
+def loss_of(logits: tf.Tensor, labels: tf.Tensor, model: str) -> tf.Tensor:
     logits = tf.cast(logits, tf.float32)
     if model == "resnet50":
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
@@ -182,7 +187,8 @@ def loss_of(logits, labels, model):
 CONTRACTIONS = ("Conv2D", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
 
 
-def profiler_flops(function, *args, ops=None):
+def profiler_flops(function: tf.types.experimental.PolymorphicFunction, *args: tf.Tensor,
+                   ops: tuple[str, ...] | None = None) -> int:
     """TensorFlow's profiler: the float operations of the function's graph (of the ``ops`` types only: PyTorch's
     counter, the reference, counts matmuls and convolutions, not elementwise ops)."""
     graph = function.get_concrete_function(*args).graph
@@ -196,7 +202,7 @@ def profiler_flops(function, *args, ops=None):
                    for op in graph.get_operations() if op.type in ops))
 
 
-def main():
+def main() -> int:
     opts = OPTS
     if not ref.check(opts, "tensorflow", supported_amp=("off", "bf16"), why={
             "amp": f"TensorFlow: AMP {opts.amp} is not supported by this program (mixed_bfloat16 only)",
@@ -227,7 +233,7 @@ def main():
     optimizer.build(model.trainable_variables)
 
     @tf.function(jit_compile=opts.compile == "on")
-    def train_step(x, y):
+    def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
             loss = loss_of(model(x, training=True), y, opts.model)
         grads = tape.gradient(loss, model.trainable_variables)
@@ -244,9 +250,9 @@ def main():
         ref.describe(params, flops, loss_of(logits, y, opts.model), framework="tensorflow", version=tf.__version__,
                      profiler_step_flops=step_flops)
         return 0
-    holder = {"loss": None}
+    holder: dict[str, tf.Tensor | None] = {"loss": None}
 
-    def step():
+    def step() -> None:
         holder["loss"] = train_step(x, y)
 
     ref.run(opts, step, lambda: holder["loss"] is not None and holder["loss"].numpy(), framework="tensorflow",

@@ -19,34 +19,37 @@ import json
 import os
 import sys
 import time
+from typing import Any, Callable
 
 TOKEN = ":::MLLOG"
 SETTINGS_ENV = "DAYBREAK_THROUGHPUT"
 
 
-def settings():
+def settings() -> dict[str, Any]:
     """What daybreak asks this run for (an empty dict when not run by daybreak)."""
-    return json.loads(os.environ.get(SETTINGS_ENV) or "{}")
+    asked: dict[str, Any] = json.loads(os.environ.get(SETTINGS_ENV) or "{}")
+    return asked
 
 
-def log(key, value, **metadata):
+def log(key: str, value: Any, **metadata: Any) -> None:
     record = {"namespace": "daybreak.throughput", "time_ms": time.time() * 1000.0, "event_type": "POINT_IN_TIME",
               "key": key, "value": value, "metadata": metadata}
     sys.stdout.write(f"{TOKEN} {json.dumps(record)}\n")
     sys.stdout.flush()
 
 
-def start(**what):
+def start(**what: Any) -> None:
     """framework, version, compiler, batch_size (per device), devices; optionally amp, flops_per_step (one device's,
     from the framework's own cost analysis), optimizer, device_name, input_shape, threads."""
     log("throughput_start", what)
 
 
-def unsupported(reason):
+def unsupported(reason: str) -> None:
     log("throughput_unsupported", reason)
 
 
-def time_steps(step, sync, warmup, steps, window, samples_per_step):
+def time_steps(step: Callable[[], object], sync: Callable[[], object], warmup: int, steps: int, window: int,
+               samples_per_step: int) -> None:
     """``warmup + steps`` calls of ``step()`` in windows of at most ``window`` steps (one boundary at ``warmup``)."""
     sync()
     t0, done, total = time.perf_counter(), 0, warmup + steps
