@@ -224,7 +224,7 @@ def folder_of_source(source: str) -> Path | None:
 
 
 def load_cifar10(
-    data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False, download: bool = True
+    data_dir: str | os.PathLike[str] | None, *, allow_custom_data: bool = False, download: bool = True
 ) -> TaskData:
     """Load CIFAR-10 from ``data_dir`` (or the cache folder), downloading the tarball if nothing is there.
 

@@ -117,7 +117,7 @@ def _placeholder(n: int, size: int) -> torch.Tensor:
     return torch.empty((n, 3, size, size), dtype=torch.uint8, device="meta")
 
 
-def load_imagenet(data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False,
+def load_imagenet(data_dir: str | os.PathLike[str] | None, *, allow_custom_data: bool = False,
                   download: bool = True) -> ImageNetData:
     """List the ImageNet folders in ``data_dir`` (or the cache folder) and check their counts; decode nothing."""
     folder = task_data_dir(TASK, data_dir)

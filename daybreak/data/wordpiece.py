@@ -96,7 +96,7 @@ class WordPieceTokenizer:
         self._cache: dict[str, list[tuple[str, int, int]]] = {}  # word -> [(piece, start, end)], char indices
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, *, lower_case: bool | None = None) -> "WordPieceTokenizer":
+    def from_file(cls, path: str | os.PathLike[str], *, lower_case: bool | None = None) -> "WordPieceTokenizer":
         return cls(load_vocab(path), lower_case=lower_case, source=str(path))
 
     def __len__(self) -> int:
@@ -251,7 +251,7 @@ def vocab_is_uncased(vocab: dict[str, int]) -> bool:
     return True
 
 
-def load_vocab(path: str | os.PathLike) -> dict[str, int]:
+def load_vocab(path: str | os.PathLike[str]) -> dict[str, int]:
     """``vocab.txt``: one token per line, the id is the line number (0-based); surrounding whitespace is ignored."""
     path = Path(path)
     try:

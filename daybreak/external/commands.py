@@ -50,7 +50,7 @@ examples:
   daybreak check-mllog runs/digits-external-20250101-120000"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.options import add_flags
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from daybreak.records.inference import InferenceResult
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
     from daybreak.options import add_flags

@@ -498,7 +498,7 @@ class EnergyMeter:
     """
 
     def __init__(self, *, gpus: Sequence[int | str] | None = None, cpu: bool = True,
-                 powercap_root: str | os.PathLike | None = None, fake_nvml: str | os.PathLike | None = None,
+                 powercap_root: str | os.PathLike[str] | None = None, fake_nvml: str | os.PathLike[str] | None = None,
                  host: str | None = None, rank: int | None = None, poll_s: float | None = DEFAULT_POLL_S):
         self.host = host or socket.gethostname()
         self.rank = rank

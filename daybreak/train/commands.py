@@ -25,7 +25,7 @@ examples:
   daybreak run --config runs/X/config.toml --out runs/X-again   # run X again, same recipe hash and seed"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.options import HelpFormatter, add_flags
 
