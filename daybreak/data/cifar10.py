@@ -121,7 +121,7 @@ def unpickle_batch(data: bytes, where: str) -> Any:
 # --------------------------------------------------------------------------------------------------- batches
 
 
-def _field(batch: dict, key: str, where: str) -> Any:
+def _field(batch: dict[Any, Any], key: str, where: str) -> Any:
     for candidate in (key.encode(), key):  # original files have bytes keys; accept str keys of re-made files
         if candidate in batch:
             return batch[candidate]

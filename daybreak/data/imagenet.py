@@ -59,8 +59,8 @@ class ImageNetData(TaskData):
 
     root: Path = Path(".")
     classes: list[str] = field(default_factory=list)
-    train: ImageList | None = None  # type: ignore[assignment]
-    val: ImageList | None = None  # type: ignore[assignment]
+    train: ImageList | None = None
+    val: ImageList | None = None
     settings: PipelineSettings = field(default_factory=PipelineSettings)
 
     def configure(self, settings: PipelineSettings) -> None:

@@ -94,7 +94,7 @@ def _idx_size(head: bytes) -> int | None:
     ndim = head[3]
     if len(head) < 4 + 4 * ndim:
         return None
-    shape = struct.unpack(f">{ndim}I", head[4 : 4 + 4 * ndim])
+    shape: tuple[int, ...] = struct.unpack(f">{ndim}I", head[4 : 4 + 4 * ndim])
     return 4 + 4 * ndim + math.prod(shape) * IDX_DTYPES[head[2]].itemsize
 
 

@@ -60,7 +60,8 @@ def _render(rng: np.random.Generator, patterns: np.ndarray, labels: np.ndarray) 
     """Images (n, channels, size, size) uint8: the class pattern at a random brightness, plus noise."""
     brightness = rng.integers(150, 230, size=(len(labels), 1, 1, 1))
     noise = rng.integers(0, 60, size=(len(labels), *patterns.shape[1:]))
-    return (patterns[labels] * brightness + noise).clip(0, 255).astype(np.uint8)
+    images: np.ndarray = (patterns[labels] * brightness + noise).clip(0, 255).astype(np.uint8)
+    return images
 
 
 def synthetic_images(n: int, *, rng: np.random.Generator, patterns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ import os
 import re
 import unicodedata
 from pathlib import Path
+from typing import Iterable
 
 from daybreak.errors import DataError
 
@@ -150,6 +151,7 @@ class WordPieceTokenizer:
         where: list[int] = []
         if self.lower_case:
             lowered = word.lower()  # of the whole word, as BERT does: Greek capital sigma depends on its context
+            pairs: Iterable[tuple[str, int]]
             if len(lowered) == len(word):  # the usual case: one character each
                 pairs = zip(lowered, index)
             else:  # some character lower-cases to several (e.g. U+0130): align them one original char at a time
