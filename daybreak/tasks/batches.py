@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 import torch
 from torch import nn
 
+from daybreak.errors import DataError
 from daybreak.tasks.evaluate import correct_counts, padded_to_chunks
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ class InMemoryBatches:
     def __init__(self, data: "TaskData", plan: BatchPlan):
         world, rank = plan.ctx.world_size, plan.ctx.rank
         self.plan = plan
+        if data.train_x is None or data.train_y is None:
+            raise DataError("this task's data holds no training tensors: its task file must make its training "
+                            "batches (make_train_batches)")
         self.raw_x = data.train_x.to(plan.device)
         self.y = data.train_y.to(plan.device)
         self.batch_size = min(plan.batch_size, max(len(self.raw_x) // world, 1))
