@@ -99,7 +99,7 @@ def energy_line(r: InferenceResult) -> str:
     e = r.energy
     if e is None:
         return "- (not measured: a record made before daybreak measured energy)"
-    parts = []
+    parts: list[str] = []
     for name, w in (("batch 1", e.latency), (f"batch {r.throughput.batch_size}" if r.throughput else "offline",
                                               e.throughput)):
         if w is None or w.joules_per_10k is None:

@@ -62,7 +62,8 @@ def tsv_text(result: RunResult) -> str:
     return out.getvalue()
 
 
-def submission_json(result: RunResult, *, author: str = "", author_email: str = "", code_url: str = CODE_URL) -> dict[str, Any]:
+def submission_json(result: RunResult, *, author: str = "", author_email: str = "",
+                    code_url: str = CODE_URL) -> dict[str, Any]:
     return {
         "version": "v1.0",
         "author": author,

@@ -84,13 +84,16 @@ class RunMllog:
         # mllog adds the caller's file/lineno; keep that, add ours.
         return dict(metadata or {})
 
-    def start(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None, time_ms: float | None = None) -> None:
+    def start(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None,
+              time_ms: float | None = None) -> None:
         self._mllog.start(key, value, metadata=self._meta(metadata), time_ms=_ms(time_ms))
 
-    def end(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None, time_ms: float | None = None) -> None:
+    def end(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None,
+            time_ms: float | None = None) -> None:
         self._mllog.end(key, value, metadata=self._meta(metadata), time_ms=_ms(time_ms))
 
-    def event(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None, time_ms: float | None = None) -> None:
+    def event(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None,
+              time_ms: float | None = None) -> None:
         self._mllog.event(key, value, metadata=self._meta(metadata), time_ms=_ms(time_ms))
 
     def close(self) -> None:

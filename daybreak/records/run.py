@@ -93,7 +93,8 @@ class EnergyRecord(BaseModel):
     per_source_j: dict[str, NonNegative | None] = Field(default_factory=dict)  # counter -> joules to target (rank 0)
     idle_power_w: NonNegative | None = None  # mean watts of the counted kinds before the run (the machine's floor)
     idle_seconds: Seconds | None = None
-    counters: list[dict[Any, Any]] = Field(default_factory=list)  # what the meter read (daybreak.measure.energy describe())
+    # what the meter read (daybreak.measure.energy describe())
+    counters: list[dict[Any, Any]] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
 

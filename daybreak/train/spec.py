@@ -152,7 +152,7 @@ def load_recipe_file(path: str | os.PathLike[str], *, expected_sha256: str | Non
         sys.modules.pop(module_name, None)
         raise ConfigError(f"--recipe {file}: the file must register exactly one recipe (RECIPES.add or a "
                           f"RECIPE = Recipe(...) at module level); it registered {len(added)}")
-    module.__daybreak_recipe__ = added[0]
+    setattr(module, "__daybreak_recipe__", added[0])  # (which recipe this file registered)
     return added[0], digest
 
 
