@@ -27,7 +27,11 @@ from daybreak.errors import ConfigError, DaybreakError
 from daybreak.version import __version__
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from daybreak.config import RunConfig
+    from daybreak.executors import ExecutorOptions
+    from daybreak.experiments.plan import ExperimentConfig
     from daybreak.records.experiment import AbSummary
     from daybreak.records.inference import InferenceResult
     from daybreak.records.repeat import RepeatSummary
@@ -97,7 +101,8 @@ def run(config: "RunConfig | str | None" = None, /, **overrides: Any) -> "RunRes
     return _run(_config(config, overrides, quiet=True))
 
 
-def _experiment(command: str, kwargs: dict[str, Any]):
+def _experiment(command: str, kwargs: dict[str, Any]
+                ) -> tuple["ExperimentConfig", "ExecutorOptions", list[str], dict[str, Any]]:
     from daybreak.executors import ExecutorOptions
     from daybreak.experiments.plan import ExperimentConfig
 
@@ -168,7 +173,7 @@ def time(task: str, command: list[str] | None = None, /, *, log: str | Path | No
 infer = infer_run  # (once the package daybreak.infer is imported, it is this attribute, and callable the same way)
 
 
-def _checked(cls: type, options: dict[str, Any], command: str) -> dict[str, Any]:
+def _checked(cls: "type[DataclassInstance]", options: dict[str, Any], command: str) -> dict[str, Any]:
     """Keyword options of a config dataclass: unknown names are one ConfigError naming the nearest; the options it
     shares with RunConfig are read by RunConfig's own readers."""
     from daybreak.config import RunConfig

@@ -12,6 +12,9 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any, NoReturn, TypeVar, overload
 
 from daybreak.commands_index import BY_NAME, COMMANDS, modules
 from daybreak.errors import DaybreakError
@@ -25,6 +28,10 @@ EXIT_INTERRUPTED = 130
 SEED_MAX = 2**32 - 1
 # Every other integer option (counts, sizes, ranks, ports) fits 32 bits; a larger one would overflow in torch or C.
 INT_MAX = 2**31 - 1
+
+_N = TypeVar("_N")
+# what signal.signal returns: the handler that was installed
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None
 
 # argparse types. Text that is not a number raises ValueError (argparse: "invalid int value: 'x'"); a number out
 # of range raises ArgumentTypeError with the reason.
@@ -66,17 +73,24 @@ class Parser(argparse.ArgumentParser):
     - a command made of subcommands (``leaderboard``, ``analyze``) needs one.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.register("type", int, bounded_int)
         self.register("type", float, finite_float)
         self.register("type", "seed", seed_value)
 
-    def add_subparsers(self, **kwargs):
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction[Any]:
         kwargs.setdefault("required", True)
         return super().add_subparsers(**kwargs)
 
-    def parse_args(self, args=None, namespace=None):
+    @overload
+    def parse_args(self, args: Iterable[str] | None = None, namespace: None = None) -> argparse.Namespace: ...
+    @overload
+    def parse_args(self, args: Iterable[str] | None, namespace: _N) -> _N: ...
+    @overload
+    def parse_args(self, *, namespace: _N) -> _N: ...
+
+    def parse_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> Any:
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:  # reported by the (sub)command they were given to, so its --help is the one named
             parser, deeper = self, True
@@ -90,7 +104,7 @@ class Parser(argparse.ArgumentParser):
             parser.error(f"unrecognized arguments: {' '.join(extras)}")
         return namespace
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         command = self.prog.split(maxsplit=1)[1:]
         where = f"{command[0]}: " if command else ""
         self.exit(EXIT_USAGE, f"daybreak: error: {where}{message} (see `{self.prog} --help`)\n")
@@ -191,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, old_term)
 
 
-def _sigterm_as_interrupt():
+def _sigterm_as_interrupt() -> SignalHandler:
     """SIGTERM (schedulers, `timeout`, container stops) is handled like Ctrl-C by every command: what was measured
     is recorded (a run: ``interrupted``; a sweep: its finished configurations, workers stopped) and the exit status
     is 130. Commands with their own handler (a run, `daybreak time`, torchrun workers) install it over this one."""
@@ -200,7 +214,7 @@ def _sigterm_as_interrupt():
     if threading.current_thread() is not threading.main_thread():
         return None
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         if _importing(frame):
             # Stopped inside an import, a C extension can stay half-initialized (pybind11 keeps its types
             # registered, so importing it again fails, as scipy.stats does when the summary written on the way out
@@ -220,7 +234,7 @@ def _sigterm_as_interrupt():
 IMPORT_GRACE_S = 0.05  # how often a SIGTERM that came during an import is taken again
 
 
-def _importing(frame) -> bool:
+def _importing(frame: FrameType | None) -> bool:
     """Whether ``frame`` (where a signal interrupted the main thread) is inside an import."""
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):

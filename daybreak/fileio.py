@@ -39,7 +39,7 @@ def dir_mode() -> int:
     return 0o777 & ~current_umask()
 
 
-def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
+def make_temp_dir(parent: str | os.PathLike[str], prefix: str) -> Path:
     """A new uniquely named folder in ``parent`` (to build something in, then rename into place) with the mode
     ``mkdir`` would give it."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
@@ -47,7 +47,7 @@ def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
     return folder
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *, durable: bool = True) -> Path:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object], *, durable: bool = True) -> Path:
     """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it over ``path``.
 
     ``durable=False`` skips the fsync: the rename is still atomic for every reader and a killed process loses
@@ -73,22 +73,22 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *,
     return path
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> Path:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> Path:
     return atomic_write(path, lambda f: f.write(data), durable=durable)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, *, durable: bool = True) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, durable: bool = True) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n", durable=durable)
 
 
 class AppendLog:
     """An append-only text log: every line is written, flushed and fsync'd before ``write_line`` returns."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = open(self.path, "a", encoding="utf-8")

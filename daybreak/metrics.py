@@ -8,6 +8,7 @@ daybreak.mlperf_benchmarks), each with its direction and unit. A lower layer: im
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -49,12 +50,12 @@ class Metric:
     def reaches(self, value: float, target: float) -> bool:
         return value >= target if self.higher_is_better else value <= target
 
-    def best(self, values) -> float | None:  # noqa: ANN001 - any iterable of numbers
+    def best(self, values: Iterable[float]) -> float | None:
         """The best of ``values`` in this metric's direction (None for none)."""
-        values = list(values)
-        if not values:
+        numbers = list(values)
+        if not numbers:
             return None
-        return max(values) if self.higher_is_better else min(values)
+        return max(numbers) if self.higher_is_better else min(numbers)
 
 
 TOP1 = Metric("top1", "top-1 accuracy", "top-1", "argmax of the logits equals the label, over the eval split",

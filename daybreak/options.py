@@ -311,9 +311,9 @@ def add_flags(parser: argparse.ArgumentParser, model: type[OptionModel], command
     arguments instead). Absent flags are absent from the namespace (argparse.SUPPRESS), so ``from_args`` can tell
     what the user said from the declared default. ``prefix`` ("a"): flags ``--a-<flag>`` into ``a_<name>`` (the
     same option declared once, taken twice, e.g. by the two arms of ``daybreak ab``)."""
-    groups: dict[str, Any] = {}
+    groups: dict[str, argparse._ArgumentGroup] = {}
 
-    def group_for(opt: Opt):
+    def group_for(opt: Opt) -> argparse._ActionsContainer:
         name = title or opt.group
         if not name:
             return parser
@@ -467,7 +467,7 @@ def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
 
 # --- TOML ------------------------------------------------------------------------------------------------------------
 
-def load_toml(path: str | os.PathLike, model: type[OptionModel]) -> dict[str, Any]:
+def load_toml(path: str | os.PathLike[str], model: type[OptionModel]) -> dict[str, Any]:
     """The options in a TOML file, by field name; an unknown key is one line naming it and the nearest valid one.
     Values are checked when the model is built (same readers as the flags)."""
     file = Path(path)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from typing import Any
 
 
-def end_process_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+def end_process_group(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
     """SIGTERM the process group (torchrun and its workers), then SIGKILL what is left."""
     if hasattr(os, "killpg"):
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):

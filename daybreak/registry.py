@@ -66,7 +66,7 @@ class Registry(Generic[T]):
                         if not info.name.startswith("_"):
                             importlib.import_module(f"{self.package}.{info.name}")
                 if self.entry_point_group is not None:
-                    self._load_entry_points()
+                    self._load_entry_points(self.entry_point_group)
                     from daybreak.plugins import load_plugins
 
                     load_plugins()  # plug-in files (--plugin, DAYBREAK_PLUGINS) register into any registry
@@ -74,10 +74,10 @@ class Registry(Generic[T]):
             finally:
                 self._discovering = False
 
-    def _load_entry_points(self) -> None:
+    def _load_entry_points(self, group: str) -> None:
         from importlib.metadata import entry_points
 
-        for ep in entry_points(group=self.entry_point_group):
+        for ep in entry_points(group=group):
             try:
                 obj = ep.load()
             except Exception as e:  # noqa: BLE001 - a broken plugin must not break daybreak
@@ -131,4 +131,7 @@ def _caller_module() -> str:
     frame = sys._getframe(2)
     while frame is not None and frame.f_globals.get("__name__") == __name__:
         frame = frame.f_back  # type: ignore[assignment]
-    return frame.f_globals.get("__name__", "?") if frame is not None else "?"
+    if frame is None:
+        return "?"
+    name: str = frame.f_globals.get("__name__", "?")
+    return name

@@ -11,7 +11,7 @@ from pathlib import Path
 from daybreak.commands_index import help_of
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.options import add_flags
 

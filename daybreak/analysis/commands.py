@@ -17,7 +17,7 @@ def _log(message: str) -> None:
     print(f"daybreak: {message}", file=sys.stderr, flush=True)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.options import add_flags
 

@@ -14,6 +14,8 @@ and counted per side; Fisher's exact test compares the reached fractions. On the
 
 from __future__ import annotations
 
+from typing import Any
+
 from daybreak.analysis.sources import AnalyzedRun, collect_runs, provenance
 from daybreak.analysis.stats import (fisher_reached, hedges_g, mann_whitney, mean, median, sample_std, welch_t)
 from daybreak.errors import ConfigError
@@ -24,7 +26,7 @@ ALPHA = 0.05
 
 def _side(name: str, paths: list[str], runs: list[AnalyzedRun]) -> CompareSide:
     reached = [r for r in runs if r.result.reached and r.result.time_to_target_s is not None]
-    times = [r.result.time_to_target_s for r in reached]
+    times = [t for r in reached if (t := r.result.time_to_target_s) is not None]
     return CompareSide(
         name=name, paths=[str(p) for p in paths], task=runs[0].result.task,
         recipes=sorted({r.result.recipe for r in runs}), target=runs[0].result.target, n_runs=len(runs),
@@ -35,9 +37,9 @@ def _side(name: str, paths: list[str], runs: list[AnalyzedRun]) -> CompareSide:
     )
 
 
-def compare_times(a: list[float], b: list[float], alpha: float = ALPHA) -> dict:
+def compare_times(a: list[float], b: list[float], alpha: float = ALPHA) -> dict[str, Any]:
     """The tests on two lists of times; the verdict uses Welch's p."""
-    out: dict = dict(welch_t=None, welch_p=None, mannwhitney_u=None, mannwhitney_p=None, hedges_g=None,
+    out: dict[str, Any] = dict(welch_t=None, welch_p=None, mannwhitney_u=None, mannwhitney_p=None, hedges_g=None,
                      mean_ratio=None, verdict="not enough runs", notes=[])
     w = welch_t(a, b)
     if w is not None:
@@ -52,6 +54,7 @@ def compare_times(a: list[float], b: list[float], alpha: float = ALPHA) -> dict:
     if len(a) < 2 or len(b) < 2:
         out["notes"].append("need at least 2 reached runs on each side for the t-test")
         return out
+    assert ma is not None and mb is not None  # (two or more times on each side)
     if out["welch_p"] is None:  # identical constant groups: no variance at all
         out["verdict"] = "no significant difference" if ma == mb else ("A faster" if ma < mb else "B faster")
         out["notes"].append("both sides have zero variance; the t-test is undefined")
@@ -94,7 +97,7 @@ def analyze_compare(a_paths: list[str], b_paths: list[str], alpha: float = ALPHA
                          **{k: v for k, v in res.items() if k != "verdict"}, verdict=verdict)
 
 
-def _summary(a: CompareSide, b: CompareSide, res: dict, alpha: float) -> str:
+def _summary(a: CompareSide, b: CompareSide, res: dict[str, Any], alpha: float) -> str:
     v = res["verdict"]
     if v == "not enough runs":
         return (f"not enough reached runs to test (A: {a.n_reached}, B: {b.n_reached}; need >= 2 each)")

@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daybreak.errors import ConfigError
 from daybreak.records.generalization import GeneralizationEntry, load_entries, save_entries
+
+if TYPE_CHECKING:
+    import torch
+
+    from daybreak.infer.latency import LoadedRun
 
 
 def evaluate_run(run_dir: str | Path, data_dir: str | Path | None = None, *, allow_custom_data: bool = False,
@@ -82,7 +88,7 @@ def _check_has_data_dir(task_name: str) -> None:
                           f"evaluate a run of a task with data files ({with_files})")
 
 
-def _outputs(loaded, batch_size: int = 64):
+def _outputs(loaded: LoadedRun, batch_size: int = 64) -> torch.Tensor:
     """The model's raw outputs (float32, host) for every prepared eval input, in order."""
     import torch
 

@@ -48,7 +48,7 @@ def lesion_variants(recipe: Any, switches: list[str],
                     overrides: dict[str, Any] | None = None) -> list[tuple[str, list[str], dict[str, Any]]]:
     """[(name, switched off, hyperparameter overrides)]: the full recipe first, then one per switch."""
     base = dict(overrides or {})
-    out = [(FULL, [], base)]
+    out: list[tuple[str, list[str], dict[str, Any]]] = [(FULL, [], base)]
     for s in switches:
         out.append((f"no-{s}", [s], {**base, s: False}))
     return out

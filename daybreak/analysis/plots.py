@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daybreak.errors import ConfigError
+
+if TYPE_CHECKING:
+    from daybreak.analysis.sources import AnalyzedRun
 
 DPI = 110
 
@@ -54,7 +57,7 @@ def _legend(ax: Any, n: int, outside: bool = False) -> None:
         ax.legend(fontsize="small")
 
 
-def curves_plot(runs: list, path: Path, title: str = "accuracy vs training time") -> Path:
+def curves_plot(runs: list[AnalyzedRun], path: Path, title: str = "accuracy vs training time") -> Path:
     """Accuracy (from each run's history) against the training clock; a dashed line at each target."""
     from daybreak.analysis.sources import unique_labels
 
@@ -79,7 +82,7 @@ def curves_plot(runs: list, path: Path, title: str = "accuracy vs training time"
     return _save(fig, path)
 
 
-def energy_plot(runs: list, path: Path, title: str = "accuracy vs energy") -> Path:
+def energy_plot(runs: list[AnalyzedRun], path: Path, title: str = "accuracy vs energy") -> Path:
     """Accuracy (each evaluation of each run's history) against the joules counted up to it under the run's
     headline rule set (``history[].energy_j``); runs without energy are left out (the caller says why)."""
     from daybreak.analysis.sources import unique_labels
@@ -91,8 +94,8 @@ def energy_plot(runs: list, path: Path, title: str = "accuracy vs energy") -> Pa
     shown = 0
     for run in runs:
         r = run.result
-        pts = [(h.energy_j[r.rules], h.accuracy * 100) for h in r.history
-               if h.energy_j.get(r.rules) is not None and math.isfinite(h.energy_j[r.rules])]
+        pts = [(joules, h.accuracy * 100) for h in r.history
+               if (joules := h.energy_j.get(r.rules)) is not None and math.isfinite(joules)]
         if not pts:
             continue
         covers = "+".join(r.energy.covers) or "?"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from daybreak.analysis.sources import provenance
+from daybreak.analysis.sources import AnalyzedRun, provenance
 from daybreak.analysis.stats import MLPERF_SCORED_RUNS, epoch_stats, mlperf_score, olympic_score, time_stats
 from daybreak.errors import RecordError
 from daybreak.metrics import get_metric
@@ -45,13 +45,14 @@ def summarize(results: list[tuple[str, RunResult, bool]], *, overrides: dict[str
         task=first.task, recipe=first.recipe, model=first.model, metric=first.metric, target=first.target,
         hyperparameters=first.hyperparameters, overrides=dict(overrides or {}), seeds=[row.seed for row in rows],
         n_runs=len(rows), n_reached=len(reached), reached_fraction=len(reached) / len(rows),
-        time_to_target=time_stats([row.time_to_target_s for row in reached], confidence), score=score,
+        time_to_target=time_stats([t for row in reached if (t := row.time_to_target_s) is not None], confidence),
+        score=score,
         epochs_to_target=epoch_stats([row.epochs_to_target for row in reached if row.epochs_to_target is not None]),
         complete=complete, runs=rows, provenance=provenance(inputs or [], command),
     )
 
 
-def summarize_runs(runs: list) -> RepeatSummary:
+def summarize_runs(runs: list[AnalyzedRun]) -> RepeatSummary:
     """Summary of any loaded runs (``sources.AnalyzedRun``), e.g. a folder of run directories without summary.json."""
     return summarize([(str(r.path), r.result, True) for r in runs], inputs=[str(r.path) for r in runs])
 

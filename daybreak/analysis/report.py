@@ -18,13 +18,15 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from daybreak.analysis.tables import markdown_table, md_text  # noqa: F401 (re-exported)
-from daybreak.analysis.sources import AnalyzedRun, Provenance, classify, provenance, runs_in, unique_labels
+from daybreak.analysis.sources import AnalyzedRun, classify, provenance, runs_in, unique_labels
 from daybreak.errors import ConfigError, DaybreakError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.provenance import Provenance
 
 HTML_FILE = "index.html"
 MARKDOWN_FILE = "report.md"
@@ -245,13 +247,13 @@ def inference_section(runs: list[AnalyzedRun]) -> Section:
         lat, t = r.latency, r.throughput
         cost = "-" if r.cost_per_10k_usd is None else f"${r.cost_per_10k_usd:.4g}" + (
             f" ({r.instance})" if r.instance else f" (at ${r.cost_per_hour:.3f}/h)" if r.cost_per_hour else "")
-        e = r.energy
-        if e is not None and e.joules_per_10k is not None:
-            energy = joules(e.joules_per_10k) + (f" ({'+'.join(e.covers)})" if e.covers else "")
+        measured = r.energy
+        if measured is not None and measured.joules_per_10k is not None:
+            energy = joules(measured.joules_per_10k) + (f" ({'+'.join(measured.covers)})" if measured.covers else "")
         else:
             energy = "-"
-            why = ("a record made before daybreak measured energy" if e is None else
-                   "; ".join(dict.fromkeys(e.unavailable.values())) or "no counter")
+            why = ("a record made before daybreak measured energy" if measured is None else
+                   "; ".join(dict.fromkeys(measured.unavailable.values())) or "no counter")
             extra.append(f"{label}: no inference energy: {why[:300]}.")
         body.append([
             label, f"{r.n_examples:,}", _ms(lat.mean_ms), _ms(lat.p50_ms), _ms(lat.p90_ms), _ms(lat.p99_ms),
@@ -302,7 +304,7 @@ def roofline_section(got: ReportInputs, out: Path, images: list[Path], *, peak_f
 
     finder = rl.PeakFinder(peak_file, measure=measure_peak, log=log)
     points, peaks, rnotes = [], {}, []
-    profiles: dict = {}
+    profiles: dict[tuple[Any, ...], rl.StepProfile] = {}
     labels = unique_labels(got.runs)
     for run in got.runs:
         try:
@@ -412,7 +414,7 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         return s
 
     for i, (folder, summary) in enumerate(got.repeats):
-        add(f"Stability ({folder})", lambda i=i, folder=folder, summary=summary: repeat_section(i, folder, summary))
+        add(f"Stability ({folder})", partial(repeat_section, i, folder, summary))
 
     by_task: dict[str, list[AnalyzedRun]] = {}
     for run in got.runs:
@@ -437,7 +439,7 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
 
     for i, (task_name, task_runs) in enumerate(by_task.items()):
         add("Threshold sensitivity" + (f": {task_name}" if len(by_task) > 1 else ""),
-            lambda i=i, task_name=task_name, task_runs=task_runs: threshold_section(i, task_name, task_runs))
+            partial(threshold_section, i, task_name, task_runs))
 
     def lesion_section(i: int, folder: Path, lesion: Any) -> Section:
         s = Section(f"Lesion study: {lesion.recipe} ({folder})")
@@ -449,7 +451,7 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         return s
 
     for i, (folder, lesion) in enumerate(got.lesions):
-        add(f"Lesion study ({folder})", lambda i=i, folder=folder, lesion=lesion: lesion_section(i, folder, lesion))
+        add(f"Lesion study ({folder})", partial(lesion_section, i, folder, lesion))
 
     def scaling_section() -> Section | None:
         try:

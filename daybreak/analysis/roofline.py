@@ -33,16 +33,20 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from daybreak.analysis.sources import Provenance, classify, provenance, runs_in, unique_labels
+from daybreak.analysis.sources import classify, provenance, runs_in, unique_labels
 from daybreak.analysis.stats import attainable_flops, operational_intensity
 from daybreak.errors import ConfigError, DataError, DaybreakError, RecordError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.provenance import Provenance
 from daybreak.records.run import RunResult
 from daybreak.records.throughput import PeakResult, ThroughputResult, datasheet_mfu, mfu_precision, with_mfu
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
 
 JSON_FILE = "roofline.json"
 PLOT_FILE = "roofline.png"
@@ -165,7 +169,8 @@ class ActivationCounter:
     """Sum of the output sizes of every leaf module while installed (``with ActivationCounter(model, amp):``)."""
 
     def __init__(self, model: Any, amp: str = "off"):
-        self.model, self.half, self.bytes, self._handles = model, amp in ("bf16", "fp16"), 0, []
+        self.model, self.half, self.bytes = model, amp in ("bf16", "fp16"), 0
+        self._handles: list[RemovableHandle] = []
 
     def __enter__(self) -> "ActivationCounter":
         leaves = [m for m in self.model.modules() if not any(True for _ in m.children())] or [self.model]
@@ -302,7 +307,7 @@ def _profile_batches(data: Any, result: RunResult, n: int) -> tuple[list[tuple[i
             raise RecordError(f"the {result.task} data holds no training examples in memory and offers no example "
                               "batch, so the training step cannot be rebuilt")
         return [(1, data.train_x[:n], data.train_y[:n])], []
-    by_shape: dict[tuple, list] = {}
+    by_shape: dict[tuple[int, ...], list[int]] = {}
     for epoch in range(_epochs_trained(result)):
         x, y = example(1, epoch=epoch)
         key = tuple(x.shape[1:])
@@ -367,7 +372,8 @@ def run_step_profile(result: RunResult, data_dir: Path | None = None, run_dir: P
         activation_bytes += w * counter.bytes
         input_bytes += w * _tensor_bytes(x, half)
     assert x is not None and y is not None
-    setup.loss_fn(model(x), y).backward()  # one optimizer step, to see the optimizer's state tensors
+    # one optimizer step, to see the optimizer's state tensors (torch's Tensor.backward is unannotated)
+    setup.loss_fn(model(x), y).backward()  # type: ignore[no-untyped-call]
     setup.optimizer.step()
     setup.optimizer.zero_grad(set_to_none=True)
     scale = batch / counted / weight
@@ -418,7 +424,7 @@ class PeakFinder:
             if self.given is None:
                 raise ConfigError(f"--peak {peak_file}: not a PeakResult JSON (made by `daybreak peak --json`)")
         self.measure, self.log = measure, log
-        self._memo: dict[tuple, tuple[PeakResult | None, str | None]] = {}
+        self._memo: dict[tuple[str, str, int | None], tuple[PeakResult | None, str | None]] = {}
 
     def find(self, device_type: str, name: str, threads: int | None) -> tuple[PeakResult | None, str | None]:
         """(peak, note)."""
@@ -501,7 +507,8 @@ def _fill(point: RooflinePoint, peak: PeakResult | None, per_device_bandwidth: f
 
 
 def run_point(path: Path, result: RunResult, finder: PeakFinder, data_dir: Path | None = None,
-              profiles: dict | None = None, name: str | None = None) -> tuple[RooflinePoint, PeakResult | None]:
+              profiles: dict[tuple[Any, ...], StepProfile] | None = None,
+              name: str | None = None) -> tuple[RooflinePoint, PeakResult | None]:
     key = (result.task, result.recipe, json.dumps(result.hyperparameters, sort_keys=True, default=str),
            result.world_size, result.amp, result.data_source)
     profiles = profiles if profiles is not None else {}
@@ -510,13 +517,14 @@ def run_point(path: Path, result: RunResult, finder: PeakFinder, data_dir: Path 
     prof: StepProfile = profiles[key]
     world = max(result.world_size, 1)
     precision = _run_precision(result)
+    flops_per_step = float(prof.flops_per_device * world)
     point = RooflinePoint(label=f"{name or result.run_id} ({result.recipe}, {result.device}, {precision})",
                           source=str(path), kind="run", precision=precision,
                           world_size=world, batch_size_per_device=prof.batch_size,
-                          flops_per_step=float(prof.flops_per_device * world),
+                          flops_per_step=flops_per_step,
                           bytes_per_step=prof.bytes.total_bytes * world, bytes_breakdown=prof.bytes,
                           notes=list(prof.notes))
-    _achieved(point, result)
+    _achieved(point, result, flops_per_step)
     dtype, name = _hardware_of_run(result)
     point.device_name, point.device_type = name, dtype
     peak, note = finder.find(dtype, name, result.threads)
@@ -550,8 +558,9 @@ def training_seconds(result: RunResult, index: int) -> float | None:
     return sum(min(p.end_s, until) - p.start_s for p in result.phases if p.phase == "train" and p.start_s < until)
 
 
-def _achieved(point: RooflinePoint, result: RunResult) -> None:
-    """FLOP/s over the training phases up to the target (the headline clock's figure beside it, labelled)."""
+def _achieved(point: RooflinePoint, result: RunResult, flops_per_step: float) -> None:
+    """FLOP/s over the training phases up to the target (the headline clock's figure beside it, labelled);
+    ``flops_per_step``: the point's."""
     i = evaluation_index(result)
     if i is None:
         point.notes.append("no evaluation recorded: no achieved FLOP/s")
@@ -562,7 +571,7 @@ def _achieved(point: RooflinePoint, result: RunResult) -> None:
         point.notes.append(f"not reached: FLOP/s over the {h.step} steps to the last evaluation")
     point.headline_seconds, point.headline_rules = h.elapsed_s, result.rules
     if h.step and h.elapsed_s:
-        point.headline_achieved_flops_per_s = point.flops_per_step * h.step / h.elapsed_s
+        point.headline_achieved_flops_per_s = flops_per_step * h.step / h.elapsed_s
     train_s = training_seconds(result, i)
     if train_s:
         point.seconds, point.seconds_basis = train_s, TRAINING_BASIS
@@ -571,7 +580,7 @@ def _achieved(point: RooflinePoint, result: RunResult) -> None:
         point.notes.append("the record has no phase intervals: FLOP/s over the headline clock (init and data "
                            "loading included)")
     if point.steps and point.seconds:
-        point.achieved_flops_per_s = point.flops_per_step * point.steps / point.seconds
+        point.achieved_flops_per_s = flops_per_step * point.steps / point.seconds
 
 
 def _run_precision(result: RunResult) -> str:
@@ -644,7 +653,7 @@ def _sweep_profile(row: ThroughputResult) -> tuple[float, float, float, float]:
         optimizer = work.make_optimizer(model)
         with ActivationCounter(model, config.amp) as counter:
             loss = work.loss_fn(model(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # (torch's Tensor.backward is unannotated)
         optimizer.step()
         state = _state_bytes(optimizer)
     n = len(x)
@@ -659,7 +668,7 @@ def sweep_points(folder: Path, finder: PeakFinder,
     if not rows:
         raise RecordError(f"{folder}: the sweep has no successfully measured configuration")
     points, peaks = [], []
-    cache: dict[tuple, Any] = {}
+    cache: dict[tuple[Any, ...], tuple[float, float, float, float] | str] = {}
     for row in rows:
         c = row.config
         point = RooflinePoint(label=c.label(), source=str(folder), kind="sweep", mode=c.mode,
@@ -712,7 +721,7 @@ def analyze_roofline(paths: list[str | Path], peak_file: Path | None = None, mea
     points: list[RooflinePoint] = []
     peaks: dict[str, PeakResult] = {}
     inputs: list[str] = []
-    profiles: dict = {}
+    profiles: dict[tuple[Any, ...], StepProfile] = {}
     items = [classify(p) for p in paths]
     labels = unique_labels([run for kind, folder in items if kind != "sweep" for run in runs_in(folder)])
     notes = []

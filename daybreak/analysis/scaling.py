@@ -25,7 +25,8 @@ from daybreak.fileio import atomic_write_text
 from daybreak.records.scaling import (
     RunScalingGroup, RunScalingRow, ScalingAnalysis, ThroughputScalingGroup, ThroughputScalingRow,
 )
-from daybreak.records.throughput import EfficiencyBasis, ideal_speedup, scaling_basis
+from daybreak.records.throughput import (ConfigKey, EfficiencyBasis, ThroughputResult, ideal_speedup,
+                                         scaling_basis)
 
 PLOT_FILE = "scaling.png"
 MARKDOWN_FILE = "scaling.md"
@@ -36,7 +37,7 @@ def throughput_groups(folder: Path) -> list[ThroughputScalingGroup]:
 
     rows = [r for r in latest_by_key(load_results(folder / RESULTS_FILE)).values()
             if r.status == "ok" and r.samples_per_s]
-    groups: dict[tuple, list] = {}
+    groups: dict[ConfigKey, list[ThroughputResult]] = {}
     for r in rows:
         groups.setdefault(r.config.baseline_key(), []).append(r)
     out = []
@@ -50,9 +51,11 @@ def throughput_groups(folder: Path) -> list[ThroughputScalingGroup]:
     return out
 
 
-def _throughput_row(r, base) -> ThroughputScalingRow:
+def _throughput_row(r: ThroughputResult, base: ThroughputResult) -> ThroughputScalingRow:
     """The sweep's own speedup, efficiency and basis when it recorded them, else the same computed over the
     group's smallest device count (``scaling_basis``: on CPUs the ideal is not the device count)."""
+    assert r.samples_per_s is not None and base.samples_per_s is not None  # (the groups hold measured rows)
+    efficiency: float | None
     if r.speedup is not None and r.scaling_efficiency is not None:
         speedup, efficiency, basis = r.speedup, r.scaling_efficiency, r.efficiency_basis
     else:
@@ -84,7 +87,7 @@ def _time_per_epoch(run: AnalyzedRun) -> float | None:
 
 
 def run_groups(runs: list[AnalyzedRun]) -> list[RunScalingGroup]:
-    groups: dict[tuple, list[AnalyzedRun]] = {}
+    groups: dict[tuple[str, str, float, str, str, str], list[AnalyzedRun]] = {}
     for run in runs:
         r = run.result
         key = (r.task, r.recipe, r.target, json.dumps(r.hyperparameters, sort_keys=True, default=str), r.amp,
@@ -103,26 +106,28 @@ def run_groups(runs: list[AnalyzedRun]) -> list[RunScalingGroup]:
             rows.append(RunScalingRow(
                 world_size=world, threads=ms[0].result.threads, n_runs=len(ms), n_reached=len(reached),
                 global_batch_size=ms[0].result.global_batch_size,
-                mean_time_to_target_s=mean([r.time_to_target_s for r in reached]) if reached else None,
+                mean_time_to_target_s=mean([t for r in reached if (t := r.time_to_target_s) is not None])
+                if reached else None,
                 mean_epochs_to_target=mean([r.epochs_to_target for r in reached if r.epochs_to_target is not None])
                 if reached else None,
                 mean_time_per_epoch_s=mean(per_epoch) if per_epoch else None,
                 run_dirs=[str(m.path) for m in ms]))
         base = rows[0]
-        for r in rows:
-            r.efficiency_basis, r.ideal_speedup = _run_ideal(r, base, dtype)
+        for row in rows:
+            row.efficiency_basis, row.ideal_speedup = _run_ideal(row, base, dtype)
             # time-to-target speedup next to time-per-epoch speedup: the same computation on two measures
             for measure, speedup_field, efficiency_field in (
                     ("mean_time_to_target_s", "tta_speedup", "tta_efficiency"),
                     ("mean_time_per_epoch_s", "epoch_speedup", "epoch_efficiency")):
-                if getattr(base, measure) and getattr(r, measure):
-                    speedup = getattr(base, measure) / getattr(r, measure)  # times: smaller is faster
-                    setattr(r, speedup_field, speedup)
-                    setattr(r, efficiency_field, speedup / r.ideal_speedup if r.ideal_speedup else None)
-            for what, efficiency, speedup in (("time-to-target efficiency", r.tta_efficiency, r.tta_speedup),
-                                              ("time-per-epoch efficiency", r.epoch_efficiency, r.epoch_speedup)):
+                if getattr(base, measure) and getattr(row, measure):
+                    speedup = getattr(base, measure) / getattr(row, measure)  # times: smaller is faster
+                    setattr(row, speedup_field, speedup)
+                    setattr(row, efficiency_field, speedup / row.ideal_speedup if row.ideal_speedup else None)
+            for what, efficiency, speedup in (("time-to-target efficiency", row.tta_efficiency, row.tta_speedup),
+                                              ("time-per-epoch efficiency", row.epoch_efficiency,
+                                               row.epoch_speedup)):
                 if efficiency is not None and efficiency > 1.0:
-                    r.flags.append(efficiency_flag(what, efficiency, speedup, r.efficiency_basis))
+                    row.flags.append(efficiency_flag(what, efficiency, speedup, row.efficiency_basis))
         label = f"{task}/{recipe} to {target * 100:.2f}% ({dtype}, amp {amp})"
         out.append(RunScalingGroup(label=label, task=task, recipe=recipe, target=target,
                                    baseline_devices=base.world_size, rows=rows))

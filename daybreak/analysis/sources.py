@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from daybreak.errors import RecordError
 from daybreak.records.lesion import LESION_FILE, LesionSummary
@@ -26,7 +26,7 @@ SWEEP_FILE = "results.jsonl"
 Kind = Literal["run", "repeat", "lesion", "sweep", "runs"]
 
 
-def provenance(inputs: list[str | Path], command: list[str] | None = None) -> Provenance:
+def provenance(inputs: Sequence[str | Path], command: list[str] | None = None) -> Provenance:
     from daybreak.measure.system import system_info
 
     return Provenance(command=list(command or []), inputs=[str(p) for p in inputs], system=system_info())
@@ -121,7 +121,7 @@ def runs_in(path: str | Path) -> list[AnalyzedRun]:
     return [AnalyzedRun(d, RunResult.load(d)) for d in dirs]
 
 
-def collect_runs(paths: list[str | Path], what: str = "runs") -> list[AnalyzedRun]:
+def collect_runs(paths: Sequence[str | Path], what: str = "runs") -> list[AnalyzedRun]:
     """All runs under ``paths`` (each a run, repeat, lesion or runs directory), without duplicates."""
     if not paths:
         raise RecordError(f"no {what} given")

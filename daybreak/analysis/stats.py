@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence, TypeVar
 
 from daybreak.errors import ConfigError
 from daybreak.metrics import TOP1, Metric
 from daybreak.records.repeat import CONFIDENCE, EpochStats, TimeStats
+
+if TYPE_CHECKING:
+    from daybreak.records.repeat import RepeatScore
+    from daybreak.records.significance import TargetSignificance
 
 
 def _clean(values: Iterable[float | None]) -> list[float]:
@@ -213,7 +217,21 @@ def threshold_grid(start_pct: float, stop_pct: float, step_pct: float) -> list[f
     return out
 
 
-def first_at_or_above(history: Sequence, threshold: float, metric: Metric = TOP1) -> object | None:
+class Evaluated(Protocol):
+    """What the threshold functions read of a history entry (an EpochRecord, or anything alike)."""
+
+    @property
+    def accuracy(self) -> float: ...
+    @property
+    def elapsed_s(self) -> float: ...
+    @property
+    def epoch(self) -> float: ...
+
+
+E = TypeVar("E", bound=Evaluated)
+
+
+def first_at_or_above(history: Sequence[E], threshold: float, metric: Metric = TOP1) -> E | None:
     """The first history entry (anything with ``.accuracy``) whose accuracy reaches ``threshold`` (``metric``'s
     ``reaches``: at or above it for accuracies)."""
     for entry in history:
@@ -222,7 +240,8 @@ def first_at_or_above(history: Sequence, threshold: float, metric: Metric = TOP1
     return None
 
 
-def threshold_times(history: Sequence, thresholds: Sequence[float], metric: Metric = TOP1) -> list[float | None]:
+def threshold_times(history: Sequence[Evaluated], thresholds: Sequence[float],
+                    metric: Metric = TOP1) -> list[float | None]:
     """Time-to-threshold (``elapsed_s`` of the first entry at or above it) for each threshold; None if never."""
     out: list[float | None] = []
     for t in thresholds:
@@ -231,7 +250,8 @@ def threshold_times(history: Sequence, thresholds: Sequence[float], metric: Metr
     return out
 
 
-def threshold_epochs(history: Sequence, thresholds: Sequence[float], metric: Metric = TOP1) -> list[float | None]:
+def threshold_epochs(history: Sequence[Evaluated], thresholds: Sequence[float],
+                     metric: Metric = TOP1) -> list[float | None]:
     out: list[float | None] = []
     for t in thresholds:
         entry = first_at_or_above(history, t, metric)

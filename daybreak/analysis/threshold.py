@@ -51,7 +51,7 @@ def analyze_threshold(paths: list[str | Path], start: float | None = None, stop:
             for r in runs]
     means, counts = [], []
     for i in range(len(thresholds)):
-        got = [row.times_s[i] for row in rows if row.times_s[i] is not None]
+        got = [t for row in rows if (t := row.times_s[i]) is not None]
         means.append(mean(got) if got else None)
         counts.append(len(got))
     return ThresholdAnalysis(thresholds=thresholds, runs=rows, mean_times_s=means, reached_counts=counts,

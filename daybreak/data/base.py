@@ -53,7 +53,7 @@ def data_cache_root() -> Path:
     return Path(user_cache_dir("daybreak")) / "data"
 
 
-def task_data_dir(task: str, data_dir: str | os.PathLike | None) -> Path:
+def task_data_dir(task: str, data_dir: str | os.PathLike[str] | None) -> Path:
     """``--data-dir`` if given (the folder that holds the task's files themselves), else ``<cache>/<task>/``."""
     if data_dir is not None:
         return Path(data_dir).expanduser()

@@ -121,7 +121,7 @@ def unpickle_batch(data: bytes, where: str) -> Any:
 # --------------------------------------------------------------------------------------------------- batches
 
 
-def _field(batch: dict, key: str, where: str) -> Any:
+def _field(batch: dict[Any, Any], key: str, where: str) -> Any:
     for candidate in (key.encode(), key):  # original files have bytes keys; accept str keys of re-made files
         if candidate in batch:
             return batch[candidate]
@@ -224,7 +224,7 @@ def folder_of_source(source: str) -> Path | None:
 
 
 def load_cifar10(
-    data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False, download: bool = True
+    data_dir: str | os.PathLike[str] | None, *, allow_custom_data: bool = False, download: bool = True
 ) -> TaskData:
     """Load CIFAR-10 from ``data_dir`` (or the cache folder), downloading the tarball if nothing is there.
 

@@ -52,7 +52,7 @@ class FoundFiles:
     notes: list[str]
 
 
-def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
     """Hex digest of a file, read in chunks so that large files never sit in memory."""
     h = hashlib.new(algorithm, usedforsecurity=False) if algorithm == "md5" else hashlib.new(algorithm)
     with open(path, "rb") as f:

@@ -59,8 +59,8 @@ class ImageNetData(TaskData):
 
     root: Path = Path(".")
     classes: list[str] = field(default_factory=list)
-    train: ImageList | None = None  # type: ignore[assignment]
-    val: ImageList | None = None  # type: ignore[assignment]
+    train: ImageList = field(default_factory=lambda: ImageList.of([], []))
+    val: ImageList = field(default_factory=lambda: ImageList.of([], []))
     settings: PipelineSettings = field(default_factory=PipelineSettings)
 
     def configure(self, settings: PipelineSettings) -> None:
@@ -75,7 +75,6 @@ class ImageNetData(TaskData):
     @torch.inference_mode()
     def inference_inputs(self) -> torch.Tensor:
         """Every val image through the eval transform: (N, 3, S, S) uint8, channels-last, in eval_y's order."""
-        assert self.val is not None
         s = self.settings
         order = EvalOrder(list(range(len(self.val))), s.eval_batch_size, s.eval_size)
         loader = make_loader(ImageFiles(self.root, self.val, s), order, s, torch.device("cpu"))
@@ -89,7 +88,7 @@ class ImageNetData(TaskData):
 
     def train_size(self) -> int:
         """Training images (what a per-device batch is capped by)."""
-        return len(self.train) if self.train is not None else 0
+        return len(self.train)
 
     def example_train_batch(self, n: int, epoch: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """A training batch of ``n`` examples with the shape, dtype and layout the pipeline gives at ``epoch``
@@ -117,7 +116,7 @@ def _placeholder(n: int, size: int) -> torch.Tensor:
     return torch.empty((n, 3, size, size), dtype=torch.uint8, device="meta")
 
 
-def load_imagenet(data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False,
+def load_imagenet(data_dir: str | os.PathLike[str] | None, *, allow_custom_data: bool = False,
                   download: bool = True) -> ImageNetData:
     """List the ImageNet folders in ``data_dir`` (or the cache folder) and check their counts; decode nothing."""
     folder = task_data_dir(TASK, data_dir)

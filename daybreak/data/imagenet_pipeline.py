@@ -14,7 +14,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import numpy as np
 import torch
@@ -78,7 +78,11 @@ def parse_size_schedule(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-class ImageFiles(Dataset):
+# one decoded image: (uint8 H x W x 3 or None, label, error or None)
+Item = tuple[np.ndarray | None, int, str | None]
+
+
+class ImageFiles(Dataset[Item]):
     """``dataset[(index, seed, size)]`` -> (uint8 H x W x 3 or None, label, error or None).
 
     ``seed`` >= 0: training transform (random crop + flip drawn from ``random.Random(seed)``); ``seed`` < 0: the
@@ -94,7 +98,7 @@ class ImageFiles(Dataset):
     def __len__(self) -> int:
         return len(self.images)
 
-    def __getitem__(self, item: tuple[int, int, int]) -> tuple[np.ndarray | None, int, str | None]:
+    def __getitem__(self, item: tuple[int, int, int]) -> Item:
         index, seed, size = item
         path = os.path.join(self.root, self.images.paths[index])
         label = int(self.images.labels[index])
@@ -112,12 +116,15 @@ class ImageFiles(Dataset):
         return array, label, None
 
 
-def collate(items: list[tuple[np.ndarray | None, int, str | None]]) -> Any:
+def collate(items: list[Item]) -> Any:
     """A batch as (N, H, W, 3) uint8 + (N,) int64; or {"error": message} if an image could not be decoded."""
-    for _, _, err in items:
+    arrays: list[np.ndarray] = []
+    for array, _, err in items:
         if err is not None:
             return {"error": err}
-    x = torch.from_numpy(np.stack([a for a, _, _ in items]))
+        assert array is not None  # an item without an error holds its image
+        arrays.append(array)
+    x = torch.from_numpy(np.stack(arrays))
     y = torch.tensor([label for _, label, _ in items], dtype=torch.int64)
     return x, y
 
@@ -125,7 +132,7 @@ def collate(items: list[tuple[np.ndarray | None, int, str | None]]) -> Any:
 def unpack(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
     if isinstance(batch, dict):
         raise DataError(f"{TASK}: cannot decode {batch['error']}")
-    return batch
+    return cast(tuple[torch.Tensor, torch.Tensor], batch)  # (what collate makes of images without an error)
 
 
 class ShardedBatches:
@@ -156,7 +163,8 @@ class ShardedBatches:
             yield [(int(order[p % self.n]), int(aug[p % self.n]), size) for p in range(start, start + self.batch_size)]
 
 
-def make_loader(dataset: Dataset, batch_sampler: Any, settings: PipelineSettings, device: torch.device) -> DataLoader:
+def make_loader(dataset: Dataset[Any], batch_sampler: Any, settings: PipelineSettings,
+                device: torch.device) -> DataLoader[Any]:
     workers = settings.resolved_workers()
     return DataLoader(
         dataset, batch_sampler=batch_sampler, num_workers=workers, collate_fn=collate,

@@ -94,7 +94,7 @@ def _idx_size(head: bytes) -> int | None:
     ndim = head[3]
     if len(head) < 4 + 4 * ndim:
         return None
-    shape = struct.unpack(f">{ndim}I", head[4 : 4 + 4 * ndim])
+    shape: tuple[int, ...] = struct.unpack(f">{ndim}I", head[4 : 4 + 4 * ndim])
     return 4 + 4 * ndim + math.prod(shape) * IDX_DTYPES[head[2]].itemsize
 
 
@@ -158,7 +158,7 @@ def parse_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
     return array.astype(dtype.newbyteorder("="))  # a native-endian, writable copy
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     """Read an IDX file (gzipped or not, told apart by content). Raises DataError naming the file."""
     path = Path(path)
     return parse_idx(_read_bytes(path), str(path))
@@ -204,7 +204,7 @@ def _labels(path: Path, count: int, images_path: Path) -> np.ndarray:
 
 
 def load_mnist(
-    data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False, download: bool = True
+    data_dir: str | os.PathLike[str] | None, *, allow_custom_data: bool = False, download: bool = True
 ) -> TaskData:
     """Load MNIST from ``data_dir`` (or the cache folder), downloading the .gz files when missing.
 

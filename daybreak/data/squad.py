@@ -146,7 +146,7 @@ def _vocab_note(path: Path, tokenizer: WordPieceTokenizer) -> str:
     return f"{VOCAB_FILE}: {len(tokenizer.vocab)} tokens, {case}, SHA-256 {digest}"
 
 
-def load_squad(data_dir: str | os.PathLike | None, *, allow_custom_data: bool = False,
+def load_squad(data_dir: str | os.PathLike[str] | None, *, allow_custom_data: bool = False,
                download: bool = True) -> SquadData:
     """Read, validate and tokenize SQuAD v1.1 from ``data_dir`` (or the cache folder); see the module doc."""
     folder = task_data_dir(TASK, data_dir)

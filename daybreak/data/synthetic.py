@@ -37,7 +37,7 @@ def idx_bytes(array: np.ndarray) -> bytes:
     return header + array.astype(mnist.IDX_DTYPES[code], copy=False).tobytes(order="C")
 
 
-def write_idx(path: str | os.PathLike, array: np.ndarray, gzip: bool) -> Path:
+def write_idx(path: str | os.PathLike[str], array: np.ndarray, gzip: bool) -> Path:
     """Write ``array`` as an IDX file, gzip-compressed if ``gzip`` (deterministic bytes: mtime 0)."""
     data = idx_bytes(array)
     if gzip:
@@ -60,7 +60,8 @@ def _render(rng: np.random.Generator, patterns: np.ndarray, labels: np.ndarray) 
     """Images (n, channels, size, size) uint8: the class pattern at a random brightness, plus noise."""
     brightness = rng.integers(150, 230, size=(len(labels), 1, 1, 1))
     noise = rng.integers(0, 60, size=(len(labels), *patterns.shape[1:]))
-    return (patterns[labels] * brightness + noise).clip(0, 255).astype(np.uint8)
+    images: np.ndarray = (patterns[labels] * brightness + noise).clip(0, 255).astype(np.uint8)
+    return images
 
 
 def synthetic_images(n: int, *, rng: np.random.Generator, patterns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +69,7 @@ def synthetic_images(n: int, *, rng: np.random.Generator, patterns: np.ndarray) 
     return _render(rng, patterns, labels), labels
 
 
-def write_mnist(folder: str | os.PathLike, n_train: int, n_test: int, *, gzip: bool = True, seed: int = 0,
+def write_mnist(folder: str | os.PathLike[str], n_train: int, n_test: int, *, gzip: bool = True, seed: int = 0,
                 image_size: int = 28) -> dict[str, Any]:
     """Write the four MNIST IDX files (``*.gz`` if ``gzip``) into ``folder``.
 
@@ -116,7 +117,7 @@ def _write_tarball(path: Path, members: dict[str, bytes]) -> Path:
     return atomic_write(path, write)
 
 
-def write_cifar10(folder: str | os.PathLike, n_train_per_batch: int, n_test: int, *, as_tarball: bool = True,
+def write_cifar10(folder: str | os.PathLike[str], n_train_per_batch: int, n_test: int, *, as_tarball: bool = True,
                   seed: int = 0, pickle_protocol: int = 2) -> dict[str, Any]:
     """Write a CIFAR-10 python distribution into ``folder``: ``cifar-10-python.tar.gz`` holding
     ``cifar-10-batches-py/...`` if ``as_tarball``, else the extracted ``cifar-10-batches-py/`` folder.

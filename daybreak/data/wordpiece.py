@@ -29,6 +29,7 @@ import os
 import re
 import unicodedata
 from pathlib import Path
+from typing import Iterable
 
 from daybreak.errors import DataError
 
@@ -96,7 +97,7 @@ class WordPieceTokenizer:
         self._cache: dict[str, list[tuple[str, int, int]]] = {}  # word -> [(piece, start, end)], char indices
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, *, lower_case: bool | None = None) -> "WordPieceTokenizer":
+    def from_file(cls, path: str | os.PathLike[str], *, lower_case: bool | None = None) -> "WordPieceTokenizer":
         return cls(load_vocab(path), lower_case=lower_case, source=str(path))
 
     def __len__(self) -> int:
@@ -150,6 +151,7 @@ class WordPieceTokenizer:
         where: list[int] = []
         if self.lower_case:
             lowered = word.lower()  # of the whole word, as BERT does: Greek capital sigma depends on its context
+            pairs: Iterable[tuple[str, int]]
             if len(lowered) == len(word):  # the usual case: one character each
                 pairs = zip(lowered, index)
             else:  # some character lower-cases to several (e.g. U+0130): align them one original char at a time
@@ -251,7 +253,7 @@ def vocab_is_uncased(vocab: dict[str, int]) -> bool:
     return True
 
 
-def load_vocab(path: str | os.PathLike) -> dict[str, int]:
+def load_vocab(path: str | os.PathLike[str]) -> dict[str, int]:
     """``vocab.txt``: one token per line, the id is the line number (0-based); surrounding whitespace is ignored."""
     path = Path(path)
     try:

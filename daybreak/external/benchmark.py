@@ -121,10 +121,11 @@ def mlperf_target(events: Sequence[MllogEvent], name: str, round_option: str | N
                          f"{name} ({rounds[0]} to {rounds[-1]}); MLPerf's verdict is the same under each of them "
                          "(--round to choose)")
     bench = benchmark_of(name, round_)
-    if bench is None:
+    goal = bench.goal(round_, gbs) if bench is not None else None
+    if bench is None or goal is None:
         raise ConfigError(f"MLPerf Training {round_} has no benchmark {name!r} (it ran in "
                           f"{_spans(rounds)}): is the round right?")
-    return TimedAgainst(task=MLPERF_TASK_PREFIX + name, goal=bench.goal(round_, gbs), default_target=bench.target(round_, gbs),
+    return TimedAgainst(task=MLPERF_TASK_PREFIX + name, goal=goal, default_target=goal.headline.target,
                         benchmark=bench, round=round_, round_from=how, notes=tuple(notes))
 
 
@@ -132,12 +133,20 @@ def _spans(rounds: Sequence[str]) -> str:
     return rounds[0] if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}"
 
 
+def _round_goal(name: str, round_: str, gbs: int | None) -> Goal:
+    """The goal of benchmark ``name`` in ``round_``, one of the rounds it ran in."""
+    bench = benchmark_of(name, round_)
+    goal = bench.goal(round_, gbs) if bench is not None else None
+    assert goal is not None, (name, round_)  # (a round of rounds_of(name))
+    return goal
+
+
 def _round_by_verdict(events: Sequence[MllogEvent], name: str, rounds: Sequence[str],
                       gbs: int | None, malformed: Sequence[BadLine]) -> tuple[str, str]:
     """The latest round with ``name`` when MLPerf's verdict on the log is the same under every such round's
     rules; otherwise a ConfigError saying how they differ."""
-    verdicts = {r: mlperf_verdict(events, benchmark_of(name, r).goal(r, gbs), r, malformed) for r in rounds}
-    outcomes: dict[tuple, list[str]] = {}
+    verdicts = {r: mlperf_verdict(events, _round_goal(name, r, gbs), r, malformed) for r in rounds}
+    outcomes: dict[tuple[bool, float | None], list[str]] = {}
     for r, v in verdicts.items():
         outcomes.setdefault((v.reached, v.time_s), []).append(r)
     if len(outcomes) == 1:

@@ -25,7 +25,7 @@ class TimingTerminated(BaseException):
 class ProcessGroup:
     """The child's process group (POSIX) or the child alone (elsewhere)."""
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen[bytes]):
         self.proc = proc
         self.posix = os.name == "posix"
 

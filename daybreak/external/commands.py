@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
+
+if TYPE_CHECKING:
+    from daybreak.records.run import RunResult
 
 DESCRIPTION = """\
 Run PROGRAM as a child process and time it to the target accuracy from the MLPerf `:::MLLOG` records it
@@ -50,7 +54,7 @@ examples:
   daybreak check-mllog runs/digits-external-20250101-120000"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.options import add_flags
 
@@ -178,7 +182,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     return EXIT_CODES[result.status]
 
 
-def summary(result, run_dir: Path | None) -> str:  # noqa: ANN001 - RunResult, imported lazily
+def summary(result: RunResult, run_dir: Path | None) -> str:
     from daybreak.errors import RecordError
     from daybreak.external.recorder import PROGRAM_LOG
     from daybreak.records.external import ExternalRecord

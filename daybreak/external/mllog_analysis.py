@@ -217,8 +217,8 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     """
     try:
         headline = get_rules(rules).name
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     goal = goal or Goal.single(metric, target)
     metric, target = goal.headline.metric, goal.headline.target
     percent = log_is_percent(events, unit) if goal.parts == (None,) else False
@@ -237,7 +237,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
                 goal=goal, **vars(info))
     if info.seed is None:
         notes.append("the log has no seed")
-    if run_start is None:
+    if rs_index is None or run_start is None:
         ignored = sum(1 for e in events if e.key == C.EVAL_ACCURACY)
         if ignored:
             notes.append(f"{ignored} eval_accuracy line(s) ignored: no run_start")
@@ -305,6 +305,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     records = _subtract(_merge([(max(s, t0), min(e, run_end_ms)) for s, e in checkpoints]), merged)
     train = _subtract([(t0, run_end_ms)], _merge(merged + records))
     zero, timeline = _timeline(launch_ms, init_start, init_stop, t0, run_end_ms, train, merged, records)
+    assert zero is not None  # (run_start is an origin)
 
     def seconds(ms: float) -> float:
         return (ms - zero) / 1000.0
@@ -366,11 +367,13 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
                         "before run_start or an earlier evaluation): no DAWNBench reading is taken; MLPerf's verdict "
                         "reads run_start and run_stop only")
         target_k = None
-    target_eval = evaluations[target_k] if target_k is not None else None
-    if target_eval is not None:
+    target_eval: Evaluation | None
+    if target_k is not None:
+        target_eval = evaluations[target_k]
         window = run[: window_ends[target_k] + 1]
         end_ms = target_eval.end_ms
     else:
+        target_eval = None
         window = run
         end_ms = run_end_ms
     train_s = sum(max(0.0, min(e, end_ms) - s) for s, e in train) / 1000.0
@@ -386,7 +389,7 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
     if verdict is not None:  # MLPerf's own verdict replaces the reading of its clock
         at.pop("mlperf", None)
         at_notes.pop("mlperf", None)
-        if verdict.reached:
+        if verdict.reached and run_stop is not None:  # (a verdict reached has its run_stop)
             at["mlperf"] = run_stop.time_ms
             at_notes["mlperf"] = ("stops at run_stop (status success): MLPerf's result, run_stop - run_start, "
                                   f"under the rules of MLPerf Training {verdict.round}")
@@ -473,7 +476,7 @@ def _clocks(timeline: list[Interval], zero: float | None, *, end_ms: float | Non
             notes.insert(0, "starts at run_start (initialization before it is excluded)")
         notes.extend(reading.notes)
         clock_s = _clock_value(reading.seconds)
-        if by_the_rules is not None and warnings is not None:
+        if by_the_rules is not None and run_start_s is not None and warnings is not None:
             ruled = _clock_value(by_the_rules.seconds)
             notes.extend(by_the_rules.notes)
             note = (f"the program's initialization before run_start took {run_start_s - timeline[0].start_s:.1f} s, "
@@ -537,8 +540,8 @@ def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
     limit = init_limit(round_, division)
     stop = next((i for i, e in enumerate(events) if e.key == C.INIT_STOP), None)
     starts = [e.time_ms for e in events[:stop] if e.key == C.INIT_START] if stop is not None else []
-    init_ms = events[stop].time_ms - min(starts) if starts else None
-    accuracy = [(i, None) for i, e in enumerate(events) if e.key == C.EVAL_ACCURACY]
+    init_ms = events[stop].time_ms - min(starts) if starts and stop is not None else None
+    accuracy: list[tuple[int, int | None]] = [(i, None) for i, e in enumerate(events) if e.key == C.EVAL_ACCURACY]
     target_met = any(goal.met(values) for _, values in _group_evaluations(events, accuracy, goal))
     status = run_stop.metadata.get(C.STATUS) if run_stop is not None else None
     reason = "the log has no run_start" if run_start is None else ""
@@ -549,7 +552,7 @@ def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
         reason = "the log has no run_stop: the run did not finish"
     elif not reason and str(status).lower() != C.SUCCESS:
         reason = f"run_stop status {status!r}, not 'success'"
-    elif not reason and run_stop.time_ms <= run_start.time_ms:
+    elif not reason and run_stop is not None and run_start is not None and run_stop.time_ms <= run_start.time_ms:
         reason = "run_stop is not after run_start"
     elif not reason and init_ms is not None and init_ms >= limit.seconds * 1000.0:
         reason = (f"its initialization took {init_ms / 60000:.1f} minutes (first init_start to init_stop), not less than "
@@ -558,7 +561,8 @@ def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
     elif not reason and division != C.OPEN and not target_met:
         reason = f"no evaluation in the log met the target {goal.label}"
     reached = not reason
-    time_s = _clock_value((run_stop.time_ms - run_start.time_ms) / 1000.0) if reached else None
+    time_s = _clock_value((run_stop.time_ms - run_start.time_ms) / 1000.0) \
+        if reached and run_stop is not None and run_start is not None else None
     return MlperfVerdict(round=round_, division=division, reached=reached, reason=reason,
                          init_s=None if init_ms is None else init_ms / 1000.0,
                          init_limit_s=limit.seconds, init_limit_source=limit.source, target_met=target_met,

@@ -40,7 +40,8 @@ def verdict(a: Analysis, end: ProgramEnd | None, *, bad_lines: Sequence[BadLine]
     the target's metric defines them (a percent, a loss, a score)."""
     fmt = a.metric.format
     below = f"{fmt(a.best_accuracy)} {'<' if a.metric.higher_is_better else '>'} {fmt(a.target)}"
-    crashed = end is not None and not end.stopped_by_daybreak and end.returncode not in (0, None)
+    # the exit status of a program that failed on its own (None: it did not)
+    crashed = end.returncode if end is not None and not end.stopped_by_daybreak and end.returncode != 0 else None
     parts: list[str] = []
     interrupted = end.interrupted if end is not None else None
     if a.run_start is None:
@@ -48,8 +49,8 @@ def verdict(a: Analysis, end: ProgramEnd | None, *, bad_lines: Sequence[BadLine]
         parts.append(f"the program never logged run_start ({a.events} :::MLLOG record(s) read)")
         if interrupted:
             parts.insert(0, interrupted)
-        elif crashed:
-            parts.append(f"it {describe_exit(end.returncode)}")
+        elif crashed is not None:
+            parts.append(f"it {describe_exit(crashed)}")
     elif not a.clock.trusted:
         status = "failed"
         claimed = (f"; it claims the target at {a.target_eval.elapsed_s:.3f} s, not trusted" if a.target_eval
@@ -59,14 +60,14 @@ def verdict(a: Analysis, end: ProgramEnd | None, *, bad_lines: Sequence[BadLine]
         status = "reached"
         if interrupted:
             parts.append(f"{interrupted} after the target was reached")
-        elif crashed:
-            parts.append(f"the program {describe_exit(end.returncode)} after reaching the target")
+        elif crashed is not None:
+            parts.append(f"the program {describe_exit(crashed)} after reaching the target")
     elif interrupted:
         status = "interrupted"
         parts.append(f"{interrupted} before the target was reached (best {fmt(a.best_accuracy)})")
-    elif crashed:
+    elif crashed is not None:
         status = "failed"
-        parts.append(f"the program {describe_exit(end.returncode)} before reaching the target (best {below})")
+        parts.append(f"the program {describe_exit(crashed)} before reaching the target (best {below})")
     else:
         status = "not_reached"
         if a.mlperf is not None and a.rules == "mlperf":

@@ -114,7 +114,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime,
         run_id=out.name, task=against.task, recipe=RECIPE, model="external", framework="unknown",
         metric=against.metric.name, target=against.target, target_is_default=against.target == against.default_target,
         official=True, hyperparameters={}, seed=0,
-        device="external", amp="unknown", compile=False, threads=None, stop_at_target=config.stop_at_target,
+        device="external", amp="unknown", compile="off", threads=None, stop_at_target=config.stop_at_target,
         eval_every_epochs=None, eval_every_steps=None, cost_per_hour=price, instance=instance,
         price_date=price_date, clock=_clock_rules(config, mode, against), rules=rules,
         energy=EnergyRecord(unavailable={kind: EXTERNAL_ENERGY for kind in ("gpu", "cpu_package", "dram")}),
@@ -135,14 +135,15 @@ def time_log(config: TimeConfig) -> RunResult:
     path = Path(config.log)
     try:
         data = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"--log {path}: cannot read it ({e.strerror or e})") from None
+    except OSError as err:
+        raise DataError(f"--log {path}: cannot read it ({err.strerror or err})") from None
     events, bad = parse_log(data, any_value=True)
     if not events and not bad:
         raise DataError(f"--log {path}: no :::MLLOG records in it")
     task = task_of_log(events, config.task)
     if task is None:  # a log of an MLPerf benchmark: its metric, unit and target come from the table
         against = mlperf_target(events, declared_benchmark(events) or "", config.round, path, bad)
+        assert against.benchmark is not None  # (an MLPerf benchmark's target names it)
         if config.target is not None:
             raise ConfigError(f"--target: the target of MLPerf Training {against.round} {against.benchmark.name} is "
                               f"{against.goal.label} (daybreak/mlperf_benchmarks.py); --target applies to daybreak's "
@@ -167,7 +168,8 @@ def time_log(config: TimeConfig) -> RunResult:
             rec.mllog_line(e.text)
         a = analyze(events, target=against.target, rules=config.rule_set, tolerance=None, unit=unit,  # type: ignore[arg-type]
                     goal=against.goal, mlperf_round=against.round, malformed=bad)
-        total = None if a.first_time_ms is None else (a.last_time_ms - a.first_time_ms) / 1000.0
+        total = None if a.first_time_ms is None or a.last_time_ms is None else \
+            (a.last_time_ms - a.first_time_ms) / 1000.0
         rec.finish(a, bad, None, total_s=total, finished_at=_from_ms(a.last_time_ms) or datetime.now(timezone.utc))
     finally:
         rec.close()
@@ -250,7 +252,7 @@ class _Session:
             return None
         spawn_ms = self.spawn_wall * 1000.0
         first = next((e for e in self.events if e.wall is not None), None)
-        if first is None:
+        if first is None or first.wall is None:  # (none has a wall time)
             return spawn_ms
         arrival_ms = first.wall * 1000.0
         if spawn_ms - _SAME_CLOCK_SLACK_MS <= first.time_ms <= arrival_ms + _SAME_CLOCK_SLACK_MS:
@@ -330,7 +332,7 @@ class _Session:
             self.rec.save()
             return self.rec.result
         group = ProcessGroup(proc)
-        q: queue.Queue = queue.Queue()
+        q: queue.Queue[tuple[str, float, bytes | None]] = queue.Queue()
         readers = [threading.Thread(target=read_pipe, args=(proc.stdout, "stdout", q), daemon=True),
                    threading.Thread(target=read_pipe, args=(proc.stderr, "stderr", q), daemon=True)]
         for t in readers:
@@ -363,7 +365,8 @@ class _Session:
         self.rec.finish(self._analyze(), self.bad, end, total_s=total_s, finished_at=datetime.now(timezone.utc))
         return self.rec.result
 
-    def _pump(self, proc: subprocess.Popen, group: ProcessGroup, q: queue.Queue) -> tuple[str | None, bool]:
+    def _pump(self, proc: subprocess.Popen[bytes], group: ProcessGroup,
+              q: queue.Queue[tuple[str, float, bytes | None]]) -> tuple[str | None, bool]:
         """Read until both pipes close and the child has exited; end it when asked. -> (interrupted, stopped)."""
         grace = self.config.grace_s
         eof = {"stdout": False, "stderr": False}

@@ -7,13 +7,18 @@ MLCommons LoadGen backend.
 
 import sys as _sys
 import types as _types
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daybreak.records.inference import InferenceResult
 
 
 class _CallableModule(_types.ModuleType):
     """``daybreak.infer`` is both this package and the Python API's function: importing the package replaces the
     function on ``daybreak``, so the package itself can be called the same way (see ``daybreak.infer_run``)."""
 
-    def __call__(self, run_dir, /, **options):  # noqa: ANN001, ANN204 - the API's signature
+    def __call__(self, run_dir: str | Path, /, **options: Any) -> "InferenceResult":
         from daybreak import infer_run
 
         return infer_run(run_dir, **options)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from daybreak.records.inference import InferenceResult
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
     from daybreak.options import add_flags
@@ -99,7 +99,7 @@ def energy_line(r: InferenceResult) -> str:
     e = r.energy
     if e is None:
         return "- (not measured: a record made before daybreak measured energy)"
-    parts = []
+    parts: list[str] = []
     for name, w in (("batch 1", e.latency), (f"batch {r.throughput.batch_size}" if r.throughput else "offline",
                                               e.throughput)):
         if w is None or w.joules_per_10k is None:

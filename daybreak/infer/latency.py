@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import torch
 from torch import nn
@@ -101,7 +101,8 @@ class LoadedRun:
 
 def _jsonable(value: dict[str, Any]) -> dict[str, Any]:
     try:
-        return json.loads(json.dumps(value, default=str))
+        out: dict[str, Any] = json.loads(json.dumps(value, default=str))
+        return out
     except (TypeError, ValueError):
         return dict(value)
 
@@ -385,7 +386,8 @@ def accuracy_of(predictions: torch.Tensor, labels: torch.Tensor) -> tuple[float,
 
 def measure_throughput(loaded: LoadedRun, *, batch_size: int = DEFAULT_BATCH_SIZE, repeats: int = DEFAULT_REPEATS,
                        warmup_passes: int = 1, meter: "EnergyMeter | None" = None,
-                       energy_windows: list | None = None) -> ThroughputStats:
+                       energy_windows: list[tuple["EnergySnapshot", "EnergySnapshot"]] | None = None
+                       ) -> ThroughputStats:
     """Offline throughput: whole passes over the eval set in batches; examples/s of the median pass.
 
     With ``meter``, its counters are read right after the synchronize that starts each timed pass and right
@@ -415,7 +417,7 @@ def measure_throughput(loaded: LoadedRun, *, batch_size: int = DEFAULT_BATCH_SIZ
                 one_pass()
                 synchronize(device)
                 times.append((time.perf_counter_ns() - t0) / 1e9)
-                if meter is not None and energy_windows is not None:
+                if meter is not None and opened is not None and energy_windows is not None:
                     energy_windows.append((opened, meter.read()))
     except _OOM:
         raise ConfigError(f"--batch-size {batch_size}: out of device memory; use a smaller batch") from None
@@ -475,7 +477,8 @@ def _compiled(model: nn.Module, mode: bool | str) -> nn.Module:
     mode = compile_mode(mode)
     if mode == "off":
         return model
-    return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+    compiled = torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+    return cast(nn.Module, compiled)  # an OptimizedModule (torch's stub says Callable)
 
 
 def infer(config: InferConfig) -> InferenceResult:
@@ -547,7 +550,7 @@ def infer(config: InferConfig) -> InferenceResult:
 
         # --- offline throughput -----------------------------------------------------------------------
         throughput = None
-        throughput_windows: list = []
+        throughput_windows: list[tuple[EnergySnapshot, EnergySnapshot]] = []
         if config.throughput_repeats > 0:
             throughput = measure_throughput(loaded, batch_size=config.batch_size, repeats=config.throughput_repeats,
                                             meter=meter, energy_windows=throughput_windows)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -89,9 +89,13 @@ def parse_summary(text: str) -> dict[str, Any]:
 # --- running it ---------------------------------------------------------------------------------------------
 
 
+Scenario = Literal["SingleStream", "Offline"]  # LoadGen's scenarios daybreak runs (LoadgenScenario.scenario)
+
+
 def run_loadgen(loaded: Any, classify: Any, run_dir: Path, *, min_query_count: int = 1024, min_duration_ms: int = 0,
                 expected_latency_ns: int = 1_000_000, expected_qps: float = 1000.0,
-                batch_size: int = 256, scenarios: tuple[str, ...] = ("SingleStream", "Offline")) -> LoadgenResult:
+                batch_size: int = 256,
+                scenarios: tuple[Scenario, ...] = ("SingleStream", "Offline")) -> LoadgenResult:
     """Run LoadGen's scenarios on ``loaded`` (a daybreak.infer.latency.LoadedRun) with its ``classify``
     (daybreak.infer.latency.make_classifier); logs in run_dir/loadgen/."""
     lg = require_loadgen()
@@ -102,7 +106,7 @@ def run_loadgen(loaded: Any, classify: Any, run_dir: Path, *, min_query_count: i
     bs = max(1, min(batch_size, n))
     errors: list[BaseException] = []
 
-    def issue_single(samples: list) -> None:
+    def issue_single(samples: list[Any]) -> None:  # LoadGen's QuerySample objects
         responses = []
         try:
             with torch.inference_mode():
@@ -115,7 +119,7 @@ def run_loadgen(loaded: Any, classify: Any, run_dir: Path, *, min_query_count: i
             responses = [lg.QuerySampleResponse(s.id, 0, 0) for s in samples]
         lg.QuerySamplesComplete(responses)
 
-    def issue_offline(samples: list) -> None:
+    def issue_offline(samples: list[Any]) -> None:
         i = 0
         try:
             with torch.inference_mode():
@@ -132,7 +136,7 @@ def run_loadgen(loaded: Any, classify: Any, run_dir: Path, *, min_query_count: i
     def flush() -> None:
         return None
 
-    def load_samples(indices: list) -> None:  # the eval set already lives in host memory
+    def load_samples(indices: list[int]) -> None:  # the eval set already lives in host memory
         return None
 
     out: dict[str, LoadgenScenario] = {}

@@ -79,8 +79,8 @@ def package_versions() -> dict[str, str]:
 
         if torch.version.cuda:
             out["cuda"] = str(torch.version.cuda)
-        if torch.backends.cudnn.is_available():
-            out["cudnn"] = str(torch.backends.cudnn.version())
+        if torch.backends.cudnn.is_available():  # type: ignore[no-untyped-call]  # (torch leaves it unannotated)
+            out["cudnn"] = str(torch.backends.cudnn.version())  # type: ignore[no-untyped-call]
         out["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
     except Exception:  # noqa: BLE001
         pass

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Mapping
@@ -105,12 +105,11 @@ def datasheet_peak(device_name: str, precision: str) -> PeakLookup:
         known = ", ".join(r.model for r in datasheet_rows())
         return PeakLookup(device_name, p, reason=f"no datasheet peak for {device_name!r}: not in "
                                                  f"catalog/datasheet_peaks.json (known: {known})")
-    where = dict(source=row.source, url=row.url, date=row.date, basis=row.basis)
+    found = PeakLookup(device_name, p, model=row.model, source=row.source, url=row.url, date=row.date, basis=row.basis)
     value = row.tflops.get(p)
     if value is None:
-        return PeakLookup(device_name, p, model=row.model,
-                          reason=f"{row.model} has no {p} peak in its datasheet (no native {p} support)", **where)
-    return PeakLookup(device_name, p, model=row.model, tflops=float(value), **where)
+        return replace(found, reason=f"{row.model} has no {p} peak in its datasheet (no native {p} support)")
+    return replace(found, tflops=float(value))
 
 
 def mfu(model_flops_per_s: float, device_name: str, precision: str) -> Mfu:

@@ -59,7 +59,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from functools import partial
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -209,7 +210,7 @@ class _Unreadable(Exception):
 @dataclass
 class _Counter:
     source: str
-    kind: str
+    kind: SourceKind
     key: str
     label: str
     unit: Literal["uJ", "mJ"]
@@ -231,12 +232,13 @@ def _describe_os_error(path: Path, err: OSError) -> str:
     return f"powercap: {path} cannot be read ({err.strerror or err})"
 
 
-def _zone_kind(name: str) -> str:
+_ZONE_KINDS: dict[str, SourceKind] = {"dram": "dram", "core": "core", "uncore": "uncore", "psys": "psys"}
+
+
+def _zone_kind(name: str) -> SourceKind:
     if name.startswith("package"):
         return "cpu_package"
-    if name in ("dram", "core", "uncore", "psys"):
-        return name
-    return "other"
+    return _ZONE_KINDS.get(name, "other")
 
 
 class _Powercap:
@@ -425,9 +427,9 @@ class _GpuSource:
             for i, g in enumerate(data.get("gpus", [])):
                 if int(g.get("index", i)) == gpu.index:
                     if g.get("error"):
-                        err = str(g["error"])
-                        raise _Unreadable(f"{self.backend}: {what} {no_counter}" if "not supported" in err.lower()
-                                          else f"{self.backend}: {what}: {err}")
+                        error = str(g["error"])
+                        raise _Unreadable(f"{self.backend}: {what} {no_counter}" if "not supported" in error.lower()
+                                          else f"{self.backend}: {what}: {error}")
                     if g.get("energy_mj") is None:
                         raise _Unreadable(f"{self.backend}: {what} {no_counter}")
                     return int(g["energy_mj"])
@@ -448,7 +450,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _load_fake(path: str) -> dict:
+def _load_fake(path: str) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
@@ -498,7 +500,7 @@ class EnergyMeter:
     """
 
     def __init__(self, *, gpus: Sequence[int | str] | None = None, cpu: bool = True,
-                 powercap_root: str | os.PathLike | None = None, fake_nvml: str | os.PathLike | None = None,
+                 powercap_root: str | os.PathLike[str] | None = None, fake_nvml: str | os.PathLike[str] | None = None,
                  host: str | None = None, rank: int | None = None, poll_s: float | None = DEFAULT_POLL_S):
         self.host = host or socket.gethostname()
         self.rank = rank
@@ -577,10 +579,11 @@ class EnergyMeter:
         for c in self.counters:
             if wrapping_only and not c.range_raw:
                 continue
-            base = dict(source=c.source, kind=c.kind, key=c.key, label=c.label, host=self.host, rank=self.rank,
-                        unit=c.unit, range_j=_range_j(c))
+            range_j = _range_j(c)
+            reading = partial(CounterReading, source=c.source, kind=c.kind, key=c.key, label=c.label, host=self.host,
+                              rank=self.rank, unit=c.unit, range_j=range_j)
             if c.broken:
-                out.append(CounterReading(**base, unavailable=c.broken))
+                out.append(reading(unavailable=c.broken))
                 continue
             now = time.perf_counter()
             if self._sampled_s is None:
@@ -588,7 +591,7 @@ class EnergyMeter:
             try:
                 raw = c.read()
             except _Unreadable as err:
-                out.append(CounterReading(**base, unavailable=str(err)))
+                out.append(reading(unavailable=str(err)))
                 continue
             st = self._state.get(c.key)
             if st is None:
@@ -603,15 +606,14 @@ class EnergyMeter:
                     st.warning = (f"{c.source}: counter went back from {st.last_raw} to {raw} {c.unit} (driver "
                                   f"reloaded?); energy across this point is unavailable")
                     step = 0
-                if c.range_raw and now - st.last_s > _range_j(c) / MAX_ZONE_W:
+                if range_j is not None and now - st.last_s > range_j / MAX_ZONE_W:
                     st.warning = (f"{c.source}: {now - st.last_s:.0f} s between two reads of a counter that wraps "
-                                  f"every {_range_j(c):.0f} J: a second wrap may have been missed (poll more often)")
+                                  f"every {range_j:.0f} J: a second wrap may have been missed (poll more often)")
                 st.total_raw += step
                 st.last_raw = raw
                 st.last_s = now
             scale = 1e-6 if c.unit == "uJ" else 1e-3
-            out.append(CounterReading(**base, joules=st.total_raw * scale, raw=raw, epoch=st.epoch,
-                                      warning=st.warning))
+            out.append(reading(joules=st.total_raw * scale, raw=raw, epoch=st.epoch, warning=st.warning))
         return out
 
 
@@ -641,10 +643,11 @@ def _summarize(seconds: float, sources: list[SourceEnergy], missing: Mapping[str
             totals[kind] = None
             unavailable[kind] = f"partial: {missing[kind]}"
         else:
-            totals[kind] = math.fsum(s.joules for s in mine)  # type: ignore[misc]
-    covers = [k for k in TOTAL_KINDS if totals[k] is not None]
+            totals[kind] = math.fsum(s.joules for s in mine if s.joules is not None)  # (none is: bad is empty)
+    covered = {k: joules for k in TOTAL_KINDS if (joules := totals[k]) is not None}
+    covers = list(covered)
     return EnergyDelta(seconds=seconds, sources=sources, gpu_j=totals["gpu"], cpu_package_j=totals["cpu_package"],
-                       dram_j=totals["dram"], total_j=math.fsum(totals[k] for k in covers) if covers else None,
+                       dram_j=totals["dram"], total_j=math.fsum(covered.values()) if covered else None,
                        total_covers=covers, unavailable=unavailable, missing=dict(missing),
                        notes=list(dict.fromkeys(notes)))
 
@@ -779,8 +782,11 @@ def energy_for_clock(rules: RuleSet, timeline: Sequence[Interval], snapshots: Se
 # ------------------------------------------------------------------------------------------------------ ranks
 
 
-def _dedupe(readings: Iterable[Any], key: Callable[[Any], str], ok: Callable[[Any], bool]) -> tuple[list, list[str]]:
-    chosen: dict[str, Any] = {}
+_R = TypeVar("_R")
+
+
+def _dedupe(readings: Iterable[_R], key: Callable[[_R], str], ok: Callable[[_R], bool]) -> tuple[list[_R], list[str]]:
+    chosen: dict[str, _R] = {}
     notes: list[str] = []
     for r in readings:
         k = key(r)

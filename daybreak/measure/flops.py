@@ -9,13 +9,13 @@ counts as 2 FLOPs); elementwise ops, norms and the optimizer update are not coun
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 
-def _attention_forward_flops(q_shape, k_shape, v_shape) -> int:
+def _attention_forward_flops(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> int:
     """Q (B, H, Lq, D) @ K^T (B, H, D, Lk) and P (B, H, Lq, Lk) @ V (B, H, Lk, Dv), 2 FLOPs per multiply-add."""
     *batch, lq, d = q_shape
     lk = k_shape[-2]
@@ -26,11 +26,13 @@ def _attention_forward_flops(q_shape, k_shape, v_shape) -> int:
     return 2 * n * lq * lk * d + 2 * n * lq * lk * dv
 
 
-def _cpu_flash_forward(query, key, value, *args, out_shape=None, **kwargs) -> int:
+def _cpu_flash_forward(query: Sequence[int], key: Sequence[int], value: Sequence[int], *args: Any,
+                       out_shape: Any = None, **kwargs: Any) -> int:
     return _attention_forward_flops(query, key, value)
 
 
-def _cpu_flash_backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+def _cpu_flash_backward(grad_out: Sequence[int], query: Sequence[int], key: Sequence[int], value: Sequence[int],
+                        *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
     # dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: twice the forward's matmul work.
     return 2 * _attention_forward_flops(query, key, value)
 
@@ -70,7 +72,7 @@ def step_flops(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor | None,
         raise ValueError("a training step needs a loss function and targets")
 
     def forward_backward() -> None:
-        loss_fn(model(x), y).backward()
+        loss_fn(model(x), y).backward()  # type: ignore[no-untyped-call]  # (torch leaves Tensor.backward unannotated)
 
     try:
         return count_flops(forward_backward)

@@ -85,7 +85,7 @@ def _cpu_model() -> str:
 
 
 @lru_cache(maxsize=1)
-def _static_info() -> dict:
+def _static_info() -> dict[str, Any]:
     import numpy
     import psutil
     import torch
@@ -101,8 +101,8 @@ def _static_info() -> dict:
             p = torch.cuda.get_device_properties(i)
             gpus.append(GpuInfo(name=p.name, memory_gb=round(p.total_memory / 2**30, 2), capability=f"{p.major}.{p.minor}"))
         cuda_version = torch.version.cuda or getattr(torch.version, "hip", None)
-        if torch.backends.cudnn.is_available():
-            cudnn_version = str(torch.backends.cudnn.version())
+        if torch.backends.cudnn.is_available():  # type: ignore[no-untyped-call]  # (torch leaves it unannotated)
+            cudnn_version = str(torch.backends.cudnn.version())  # type: ignore[no-untyped-call]
     elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         accelerator = "mps"
         gpus.append(GpuInfo(name=f"Apple MPS ({platform.machine()})", memory_gb=0.0))

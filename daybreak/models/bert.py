@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -64,7 +66,8 @@ class BertEmbeddings(nn.Module):
             x = x + self.token_type_embeddings.weight[0]  # every token of segment 0
         else:
             x = x + self.token_type_embeddings(token_type_ids)
-        return self.dropout(self.LayerNorm(x))
+        out: torch.Tensor = self.dropout(self.LayerNorm(x))
+        return out
 
 
 class BertSelfAttention(nn.Module):
@@ -97,7 +100,8 @@ class BertSelfOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
+        out: torch.Tensor = self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
+        return out
 
 
 class BertAttention(nn.Module):
@@ -107,7 +111,8 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.output(self.self(x, mask), x)
+        out: torch.Tensor = self.output(self.self(x, mask), x)
+        return out
 
 
 class BertIntermediate(nn.Module):
@@ -117,7 +122,8 @@ class BertIntermediate(nn.Module):
         self.intermediate_act_fn = nn.GELU()  # the exact (erf) GELU, BERT's "gelu"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.intermediate_act_fn(self.dense(x))
+        out: torch.Tensor = self.intermediate_act_fn(self.dense(x))
+        return out
 
 
 class BertOutput(nn.Module):
@@ -128,7 +134,8 @@ class BertOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
+        out: torch.Tensor = self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
+        return out
 
 
 class BertLayer(nn.Module):
@@ -140,7 +147,8 @@ class BertLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.attention(x, mask)
-        return self.output(self.intermediate(x), x)
+        out: torch.Tensor = self.output(self.intermediate(x), x)
+        return out
 
 
 class BertEncoder(nn.Module):
@@ -161,7 +169,8 @@ class BertPooler(nn.Module):
         self.activation = nn.Tanh()
 
     def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.dense(sequence_output[:, 0]))
+        out: torch.Tensor = self.activation(self.dense(sequence_output[:, 0]))
+        return out
 
 
 def _init_weights(module: nn.Module, std: float) -> None:
@@ -201,12 +210,14 @@ class BertEncoderModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.embeddings(input_ids, token_type_ids)
-        return self.encoder(x, attention_mask_to_sdpa(attention_mask))
+        out: torch.Tensor = self.encoder(x, attention_mask_to_sdpa(attention_mask))
+        return out
 
     def pooled(self, sequence_output: torch.Tensor) -> torch.Tensor:
         if self.pooler is None:
             raise RuntimeError("this encoder was built without a pooler (add_pooling_layer=False)")
-        return self.pooler(sequence_output)
+        out: torch.Tensor = self.pooler(sequence_output)
+        return out
 
 
 class BertPredictionHeadTransform(nn.Module):
@@ -217,7 +228,8 @@ class BertPredictionHeadTransform(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.transform_act_fn(self.dense(x)))
+        out: torch.Tensor = self.LayerNorm(self.transform_act_fn(self.dense(x)))
+        return out
 
 
 class BertLMPredictionHead(nn.Module):
@@ -229,7 +241,8 @@ class BertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(x)) + self.bias
+        out: torch.Tensor = self.decoder(self.transform(x)) + self.bias
+        return out
 
 
 class BertOnlyMLMHead(nn.Module):
@@ -238,7 +251,8 @@ class BertOnlyMLMHead(nn.Module):
         self.predictions = BertLMPredictionHead(config, word_embeddings)
 
     def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
-        return self.predictions(sequence_output)
+        out: torch.Tensor = self.predictions(sequence_output)
+        return out
 
 
 class BertForMaskedLM(nn.Module):
@@ -254,10 +268,11 @@ class BertForMaskedLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.cls(self.bert(input_ids, token_type_ids, attention_mask))
+        out: torch.Tensor = self.cls(self.bert(input_ids, token_type_ids, attention_mask))
+        return out
 
 
-def bert_config(**overrides) -> BertConfig:
+def bert_config(**overrides: Any) -> BertConfig:
     known = {f.name for f in fields(BertConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -266,7 +281,7 @@ def bert_config(**overrides) -> BertConfig:
 
 
 @register_model("bert_base")
-def bert_base(**overrides) -> BertForMaskedLM:
+def bert_base(**overrides: Any) -> BertForMaskedLM:
     """BERT-base with the masked-LM head (109,514,298 parameters). Config fields can be overridden by keyword."""
     overrides.pop("num_classes", None)  # a generic caller may pass it; the MLM head predicts the vocabulary
     return BertForMaskedLM(bert_config(**overrides))

@@ -144,7 +144,7 @@ def hf_to_daybreak_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tens
     return out
 
 
-def load_hf_bert(model: nn.Module, directory: str | os.PathLike, *, config: BertConfig | None = None,
+def load_hf_bert(model: nn.Module, directory: str | os.PathLike[str], *, config: BertConfig | None = None,
                  hint: dict[str, str] | None = None) -> LoadReport:
     """Copy the checkpoint in ``directory`` into ``model`` (a module with ``bert.*`` names, e.g. SpanBert).
 
@@ -194,7 +194,7 @@ def hf_config_dict(config: BertConfig) -> dict[str, Any]:
     }
 
 
-def save_hf_bert(model: nn.Module, directory: str | os.PathLike, *, safetensors: bool = True) -> Path:
+def save_hf_bert(model: nn.Module, directory: str | os.PathLike[str], *, safetensors: bool = True) -> Path:
     """Write ``model``'s state dict (daybreak names = Hugging Face names) and config.json into ``directory``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

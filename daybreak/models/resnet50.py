@@ -17,6 +17,8 @@ two and after the residual sum. The shortcut is the identity, or a strided 1x1 c
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -49,7 +51,8 @@ class Bottleneck(nn.Module):
         y = self.relu(self.bn1(self.conv1(x)))
         y = self.relu(self.bn2(self.conv2(y)))
         y = self.bn3(self.conv3(y))
-        return self.relu(y + shortcut)
+        out: torch.Tensor = self.relu(y + shortcut)
+        return out
 
 
 class ResNet50(nn.Module):
@@ -85,10 +88,11 @@ class ResNet50(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+        out: torch.Tensor = self.fc(torch.flatten(self.avgpool(x), 1))
+        return out
 
 
 @register_model("resnet50")
-def resnet50(num_classes: int = 1000, in_channels: int = 3, **kwargs) -> ResNet50:
+def resnet50(num_classes: int = 1000, in_channels: int = 3, **kwargs: Any) -> ResNet50:
     """ResNet-50 v1.5: 25,557,032 parameters for 1000 classes; input 3x224x224 by default."""
     return ResNet50(num_classes=num_classes, in_channels=in_channels, **kwargs)

@@ -23,6 +23,8 @@ fp32 statistics). Under autocast instead the convs run in bf16/fp16 while BN run
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -64,10 +66,13 @@ class ConvBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.act(self.norm1(self.pool(self.conv1(x))))
+        out: torch.Tensor
         if self.depth == 2:
-            return self.act(self.norm2(self.conv2(x)))
+            out = self.act(self.norm2(self.conv2(x)))
+            return out
         y = self.norm3(self.conv3(self.act(self.norm2(self.conv2(x)))))
-        return self.act(y + x)
+        out = self.act(y + x)
+        return out
 
 
 class AirbenchNet(nn.Module):
@@ -77,6 +82,7 @@ class AirbenchNet(nn.Module):
         super().__init__()
         self.eigen_patches = eigen_patches
         self.whiten = nn.Conv2d(3, 2 * eigen_patches, kernel_size=2, padding=0, bias=True)
+        assert self.whiten.bias is not None  # (bias=True)
         with torch.no_grad():
             self.whiten.bias.zero_()  # airbench's start; init_whitening sets the weights
         self.act = nn.GELU()
@@ -91,7 +97,8 @@ class AirbenchNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks(self.act(self.whiten(x)))
-        return self.head(self.pool(x).flatten(1)) * self.logit_scale
+        out: torch.Tensor = self.head(self.pool(x).flatten(1)) * self.logit_scale
+        return out
 
     @torch.no_grad()
     def init_whitening(self, train_images_prepared: torch.Tensor, max_images: int = WHITENING_IMAGES,
@@ -123,6 +130,7 @@ class AirbenchNet(nn.Module):
         weight = torch.cat([filters, -filters])
         self.whiten.weight.copy_(weight.to(self.whiten.weight.dtype).view_as(self.whiten.weight))
         if centred:
+            assert self.whiten.bias is not None  # (bias=True)
             self.whiten.bias.copy_(-(weight @ mean.double()).to(self.whiten.bias.dtype))
         self.whiten.weight.requires_grad_(False)
 
@@ -137,13 +145,15 @@ def half_with_float_norms(model: nn.Module) -> nn.Module:
 
 
 @register_model("airbench_net")
-def airbench_net(num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256), **kwargs) -> AirbenchNet:
+def airbench_net(num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256),
+                 **kwargs: Any) -> AirbenchNet:
     """~1.97M parameters (1,972,792 for 10 classes with the default widths), 3 blocks, 32x32 input."""
     return AirbenchNet(num_classes=num_classes, widths=widths, **kwargs)
 
 
 @register_model("airbench_net96")
-def airbench_net96(num_classes: int = 10, widths: tuple[int, int, int] = (128, 384, 512), **kwargs) -> AirbenchNet:
+def airbench_net96(num_classes: int = 10, widths: tuple[int, int, int] = (128, 384, 512),
+                   **kwargs: Any) -> AirbenchNet:
     """airbench96's network: 3 convs per block with a residual over the last two, BN momentum 0.1 (PyTorch's
     default, which airbench96 keeps); 9,918,776 parameters for 10 classes."""
     kwargs.setdefault("bn_momentum", 0.1)

@@ -8,6 +8,8 @@ published checkpoint's state dict maps onto it by name (see daybreak.models.hf_w
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -28,11 +30,12 @@ class SpanBert(nn.Module):
         if x.dim() != 3 or x.shape[1] != 3:
             raise ValueError(f"expected features (N, 3, L) = ids, token types, mask; got {tuple(x.shape)}")
         ids, types, mask = x[:, 0], x[:, 1], x[:, 2]
-        return self.qa_outputs(self.bert(ids, types, mask))
+        out: torch.Tensor = self.qa_outputs(self.bert(ids, types, mask))
+        return out
 
 
 @register_model("bert_base_squad")
-def bert_base_squad(**overrides) -> SpanBert:
+def bert_base_squad(**overrides: Any) -> SpanBert:
     """BERT-base encoder + span head (108,893,186 parameters with the 30,522-token vocabulary). Config fields can be
     overridden by keyword (e.g. ``num_hidden_layers=2`` for tests)."""
     overrides.pop("num_classes", None)

@@ -47,7 +47,8 @@ import torch.nn.functional as F
 
 from daybreak.data.base import TaskData
 from daybreak.models import create_model
-from daybreak.models.resnet_cifar import half_with_float_norms
+from daybreak.errors import ConfigError
+from daybreak.models.resnet_cifar import AirbenchNet, half_with_float_norms
 from daybreak.recipes import BELOW_ONE, COUNT, FRACTION, POSITIVE, RECIPES, Recipe, TrainSetup
 from daybreak.recipes.common import (AlternatingFlip, FreezeAfterEpochs, Lookahead, _distributed, random_flip,
                                      random_translate_reflect, tta_predict)
@@ -154,14 +155,16 @@ def summed_loss(smoothing: float) -> Callable[[torch.Tensor, torch.Tensor], torc
 
 
 def network(model_name: str, num_classes: int, device: torch.device, hp: dict[str, Any],
-            **model_kwargs: Any) -> tuple[torch.nn.Module, bool]:
+            **model_kwargs: Any) -> tuple[AirbenchNet, bool]:
     """(the model on ``device`` in its memory format, whether it is airbench's fp16 network): fp16 only on CUDA."""
     memory_format = torch.channels_last if hp["channels_last"] else torch.contiguous_format
     model = create_model(model_name, num_classes=num_classes, **model_kwargs)
+    if not isinstance(model, AirbenchNet):
+        raise ConfigError(f"model {model_name!r} is not an AirbenchNet, the network of the airbench recipes")
     half = bool(hp["fp16"]) and device.type == "cuda"
     if half:
         half_with_float_norms(model)
-    return model.to(device, memory_format=memory_format), half
+    return model.to(device, memory_format=memory_format), half  # type: ignore[call-overload]  # (torch's stub lacks it)
 
 
 def image_prep(device: torch.device, hp: dict[str, Any], half: bool) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -223,6 +226,7 @@ def build_airbench(hp: dict[str, Any], data: TaskData, device: torch.device, mod
     if hp["whitening"]:
         model.whiten.weight.requires_grad_(False)  # set from the data in init_from_data, never trained
     # whiten_bias_epochs = 0 freezes the bias here, before the optimizer is built
+    assert model.whiten.bias is not None  # (the whitening layer has a bias)
     freeze = FreezeAfterEpochs(model.whiten.bias, hp["whiten_bias_epochs"]) if hp["whiten_bias_freeze"] else None
     optimizer = airbench_sgd(model, hp)
     lookahead = Lookahead(model, every=hp["lookahead_steps"], decay=hp["lookahead_decay"],

@@ -28,11 +28,12 @@ Not yet verified to reach 94% with this code (no GPU or CIFAR-10 files were avai
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from daybreak.data.base import TaskData
+from daybreak.models.resnet_cifar import AirbenchNet
 from daybreak.recipes import COUNT, POSITIVE, RECIPES, Recipe, TrainSetup
 from daybreak.recipes.cifar10 import (augmenter, image_prep, kilostep_scale, network, summed_loss)
 from daybreak.recipes.common import AlternatingFlip, FreezeAfterEpochs, tta_predict
@@ -73,14 +74,15 @@ SWITCHES = ("muon", "normalize_weights", "head_unit_std", "augment", "alternatin
             "whiten_bias_freeze", "whitening", "label_smoothing_on", "channels_last", "fp16", "cudnn_benchmark")
 
 
-def optimizer_for(model: torch.nn.Module, hp: dict[str, Any], device: torch.device) -> Muon:
+def optimizer_for(model: AirbenchNet, hp: dict[str, Any], device: torch.device) -> Muon:
     """airbench94_muon's groups in one optimizer: whitening bias, BN shifts, head (SGD), filters (Muon). Each group
     carries its ``schedule``: "whiten_bias" decays to 0 over the bias's epochs, "linear" over the run."""
     wd = hp["weight_decay_per_example"] * hp["batch_size"]
     filters = [p for p in model.parameters() if p.dim() == 4 and p.requires_grad]
     shifts = [m.bias for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d) and m.bias.requires_grad]
     sgd = dict(momentum=hp["momentum"], nesterov=True, muon=False)
-    groups = []
+    groups: list[dict[str, Any]] = []
+    assert model.whiten.bias is not None  # (the whitening layer has a bias)
     if model.whiten.bias.requires_grad:
         groups.append(dict(params=[model.whiten.bias], lr=hp["bias_lr"], weight_decay=wd / hp["bias_lr"],
                            schedule="whiten_bias", **sgd))
@@ -99,7 +101,7 @@ def optimizer_for(model: torch.nn.Module, hp: dict[str, Any], device: torch.devi
                 orthogonalize_fn=ortho)
 
 
-def schedule(optimizer: torch.optim.Optimizer, hp: dict[str, Any]):
+def schedule(optimizer: torch.optim.Optimizer, hp: dict[str, Any]) -> Callable[[int, int], list[float]]:
     """One lr factor per group: 1 - step / T for the run's groups, 1 - step / (whitening bias steps) for the
     whitening bias (0 once it is frozen), as airbench94_muon sets them before each step."""
 
@@ -123,6 +125,7 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
             model.head.weight.div_(model.head.weight.float().std().to(model.head.weight.dtype))
     if hp["whitening"]:
         model.whiten.weight.requires_grad_(False)
+    assert model.whiten.bias is not None  # (the whitening layer has a bias)
     freeze = FreezeAfterEpochs(model.whiten.bias, hp["whiten_bias_epochs"]) if hp["whiten_bias_freeze"] else None
     optimizer = optimizer_for(model, hp, device)
     flips = AlternatingFlip(int(torch.randint(0, 2**62, (1,)).item())) \

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 import torch
 
+if TYPE_CHECKING:
+    from daybreak.recipes import TrainSetup
 
-def triangular(peak_fraction: float, start: float = 0.0, end: float = 0.0):
+Predict = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]  # eval logits of a model (TrainSetup.predict)
+
+
+def triangular(peak_fraction: float, start: float = 0.0, end: float = 0.0) -> Callable[[int, int], float]:
     """Learning-rate multiplier rising linearly from ``start`` to 1 at ``peak_fraction`` of training, then to ``end``."""
 
     def multiplier(step: int, total_steps: int) -> float:
@@ -42,7 +49,8 @@ def random_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
 
 
-def nesterov_translate_setup(model: torch.nn.Module, hp: dict, *, prepare, translate_px: int):
+def nesterov_translate_setup(model: torch.nn.Module, hp: dict[str, Any], *,
+                             prepare: Callable[[torch.Tensor], torch.Tensor], translate_px: int) -> TrainSetup:
     """The shape the digit recipes share: Nesterov SGD with weight decay, a triangular lr, label-smoothed
     cross-entropy, and (if ``hp["augment"]``) random +-``translate_px`` pixel shifts on the device.
 
@@ -107,7 +115,7 @@ def random_translate_reflect(x: torch.Tensor, pad: int, generator: torch.Generat
     return _like(out, x)
 
 
-def tta_predict(mirror: bool, translate: bool):
+def tta_predict(mirror: bool, translate: bool) -> Predict | None:
     """Test-time augmentation as airbench94's ``infer`` levels, or None when both are off (plain logits).
 
     ``mirror`` (level 1): the mean logits of the image and its left-right mirror image. ``translate`` (with
@@ -119,7 +127,8 @@ def tta_predict(mirror: bool, translate: bool):
         return None
 
     def views(net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:  # averaged in float32 (bf16 logits)
-        return (net(x).float() + net(x.flip(-1)).float()) / 2 if mirror else net(x).float()
+        logits: torch.Tensor = (net(x).float() + net(x.flip(-1)).float()) / 2 if mirror else net(x).float()
+        return logits
 
     def predict(net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         logits = views(net, x)
@@ -207,7 +216,7 @@ class Lookahead:
     """
 
     def __init__(self, model: torch.nn.Module, every: int = 5, decay: float = 0.95, power: float = 3.0,
-                 frozen=None):
+                 frozen: Callable[[torch.Tensor], bool] | None = None):
         import copy
 
         self.model = model
@@ -216,13 +225,15 @@ class Lookahead:
         self.power = float(power)
         self.frozen = frozen or (lambda p: False)
         self.average = copy.deepcopy(model).eval().requires_grad_(False)
-        self._params = list(zip(self.average.parameters(), model.parameters()))
-        self._buffers = list(zip(self.average.buffers(), model.buffers()))
+        self._params: list[tuple[torch.Tensor, torch.Tensor]] = list(zip(self.average.parameters(),
+                                                                          model.parameters()))
+        self._buffers: list[tuple[torch.Tensor, torch.Tensor]] = list(zip(self.average.buffers(), model.buffers()))
         self.updates = 0
         self._unsynced = False  # the average's BN statistics changed since module() last broadcast them
 
     def decay_at(self, steps_done: int, total_steps: int) -> float:
-        return self.decay ** self.every * (steps_done / max(total_steps, 1)) ** self.power
+        decay: float = self.decay ** self.every * (steps_done / max(total_steps, 1)) ** self.power
+        return decay
 
     @torch.no_grad()
     def reset(self) -> None:
@@ -233,7 +244,8 @@ class Lookahead:
 
     @torch.no_grad()
     def update(self, decay: float) -> None:
-        avgs, lives = [], []
+        avgs: list[torch.Tensor] = []
+        lives: list[torch.Tensor] = []
         for avg, live in self._params:
             if live.requires_grad and not self.frozen(live):
                 avgs.append(avg)
@@ -293,7 +305,7 @@ class FreezeAfterEpochs:
     second compiled model with the bias frozen, which daybreak's warm-up has no place for).
     ``epochs == 0`` freezes it at once (build it before the optimizer, which then leaves the parameter out)."""
 
-    def __init__(self, param: torch.nn.Parameter, epochs: int):
+    def __init__(self, param: torch.Tensor, epochs: int):
         self.param = param
         self.epochs = int(epochs)
         self.value: torch.Tensor | None = None

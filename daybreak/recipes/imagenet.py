@@ -15,7 +15,7 @@ with the ImageNet mean/std on the device. This keeps host-to-device copies at 1 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,9 @@ from daybreak.data.base import TaskData
 from daybreak.errors import ConfigError
 from daybreak.models import create_model
 from daybreak.recipes import COUNT, Range, RECIPES, Recipe, TrainSetup
+
+if TYPE_CHECKING:
+    from daybreak.data.imagenet_pipeline import PipelineSettings
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # per-channel mean of the ImageNet training images (RGB, after /255)
 IMAGENET_STD = (0.229, 0.224, 0.225)   # and their standard deviation
@@ -63,6 +66,9 @@ LIMITS = dict(workers=Range(-1), prefetch=COUNT, image_size=COUNT, eval_size=COU
 class Normalized(nn.Module):
     """uint8 (or float in 0..255) N x 3 x H x W -> (x / 255 - mean) / std, then ``net``; on the model's device."""
 
+    shift: torch.Tensor  # buffers
+    inv_scale: torch.Tensor
+
     def __init__(self, net: nn.Module, mean: tuple[float, ...] = IMAGENET_MEAN, std: tuple[float, ...] = IMAGENET_STD):
         super().__init__()
         self.net = net
@@ -71,7 +77,8 @@ class Normalized(nn.Module):
         self.register_buffer("inv_scale", 1.0 / scale, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net((x.float() - self.shift) * self.inv_scale)
+        out: torch.Tensor = self.net((x.float() - self.shift) * self.inv_scale)
+        return out
 
 
 def warmup_then(decay: str, warmup: float) -> Callable[[int, int], float]:
@@ -89,7 +96,7 @@ def warmup_then(decay: str, warmup: float) -> Callable[[int, int], float]:
     return multiplier
 
 
-def pipeline_settings(hp: dict[str, Any]):
+def pipeline_settings(hp: dict[str, Any]) -> PipelineSettings:
     from daybreak.data.imagenet_pipeline import PipelineSettings, parse_size_schedule
 
     return PipelineSettings(
@@ -110,10 +117,10 @@ def build(hp: dict[str, Any], data: TaskData, device: torch.device) -> TrainSetu
     data.configure(pipeline_settings(hp))
     memory_format = torch.channels_last if hp["channels_last"] else torch.contiguous_format
     model = Normalized(create_model("resnet50", num_classes=data.num_classes))
-    model = model.to(device, memory_format=memory_format)
+    model = model.to(device, memory_format=memory_format)  # type: ignore[call-overload]  # (torch's stub lacks it)
 
     lr = hp["lr"] * hp["batch_size"] / 256
-    no_decay = [p for m in model.modules() if isinstance(m, nn.BatchNorm2d) for p in m.parameters()]
+    no_decay: list[torch.Tensor] = [p for m in model.modules() if isinstance(m, nn.BatchNorm2d) for p in m.parameters()]
     no_decay += [m.bias for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and m.bias is not None]
     skip = {id(p) for p in no_decay}
     decay = [p for p in model.parameters() if id(p) not in skip]

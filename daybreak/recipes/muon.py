@@ -36,7 +36,8 @@ def orthogonalize(g: torch.Tensor, steps: int = 3, eps: float = 1e-7) -> torch.T
     for _ in range(steps):
         s = x @ x.T
         x = a * x + (b * s + c * s @ s) @ x
-    return x.T if tall else x
+    out: torch.Tensor = x.T if tall else x
+    return out
 
 
 class Muon(torch.optim.Optimizer):
@@ -64,16 +65,16 @@ class Muon(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                direction = self._momentum(p, group)
+                direction = self._momentum(p, p.grad, group)
                 if group["muon"]:
                     self._muon_update(p, direction, group)
                 else:
                     p.add_(direction, alpha=-group["lr"])
         return loss
 
-    def _momentum(self, p: torch.Tensor, group: dict[str, Any]) -> torch.Tensor:
-        """The (Nesterov) momentum direction; SGD groups add their coupled weight decay to the gradient first."""
-        g = p.grad
+    def _momentum(self, p: torch.Tensor, g: torch.Tensor, group: dict[str, Any]) -> torch.Tensor:
+        """The (Nesterov) momentum direction of ``p`` with gradient ``g``; SGD groups add their coupled weight decay
+        to the gradient first."""
         if not group["muon"] and group["weight_decay"]:
             g = g.add(p, alpha=group["weight_decay"])
         if not group["momentum"]:

@@ -43,8 +43,11 @@ def _arm_line(a: ArmStats, metric_pct: bool) -> str:
     if acc is None or acc.mean is None:
         accuracy = "accuracy -"
     else:
-        fmt = (lambda x: f"{x * 100:.2f}%") if metric_pct else (lambda x: f"{x:.4f}")
-        ci = "" if acc.ci_low is None else f" ({acc.confidence * 100:g}% CI [{fmt(acc.ci_low)}, {fmt(acc.ci_high)}])"
+        def fmt(x: float) -> str:
+            return f"{x * 100:.2f}%" if metric_pct else f"{x:.4f}"
+
+        ci = "" if acc.ci_low is None or acc.ci_high is None else \
+            f" ({acc.confidence * 100:g}% CI [{fmt(acc.ci_low)}, {fmt(acc.ci_high)}])"
         above = "above the target" if acc.significant else "not significantly above the target"
         p = "" if acc.p_value is None else f" (p={acc.p_value:.2g})"
         accuracy = f"mean final accuracy {fmt(acc.mean)}{ci}, {above}{p}"

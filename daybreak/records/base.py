@@ -32,7 +32,8 @@ class Record(BaseModel):
     @classmethod
     def record_kind(cls) -> str:
         """The ``kind`` every file of this record carries (the field's default)."""
-        return cls.model_fields["kind"].default
+        kind: str = cls.model_fields["kind"].default
+        return kind
 
     @classmethod
     def missing_hint(cls, path: Path) -> str:

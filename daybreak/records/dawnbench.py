@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 from daybreak.fileio import atomic_write_json, atomic_write_text
-from daybreak.records.run import RunResult
+from daybreak.records.run import EpochRecord, RunResult
 
 JSON_FILE = "dawnbench.json"
 TSV_FILE = "dawnbench.tsv"
 CODE_URL = "https://pypi.org/project/daybreak/"
 
 
-def dawnbench_hours(result: RunResult, h) -> float:
+def dawnbench_hours(result: RunResult, h: EpochRecord) -> float:
     """The DAWNBench v1 clock at an evaluation, in hours: this view follows DAWNBench's rules whatever the
     run's headline rule set (records older than the rule sets hold only ``elapsed_s``)."""
     return h.clock_s.get("dawnbench", h.elapsed_s) / 3600.0
@@ -61,7 +62,8 @@ def tsv_text(result: RunResult) -> str:
     return out.getvalue()
 
 
-def submission_json(result: RunResult, *, author: str = "", author_email: str = "", code_url: str = CODE_URL) -> dict:
+def submission_json(result: RunResult, *, author: str = "", author_email: str = "",
+                    code_url: str = CODE_URL) -> dict[str, Any]:
     return {
         "version": "v1.0",
         "author": author,

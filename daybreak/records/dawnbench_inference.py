@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from daybreak.fileio import atomic_write_json
 from daybreak.records.dawnbench import CODE_URL
@@ -37,8 +38,8 @@ def submission_author(run_dir: str | Path) -> tuple[str, str]:
 
 
 def inference_json(result: InferenceResult, *, author: str = "", author_email: str = "",
-                   code_url: str = CODE_URL) -> dict:
-    out: dict = {
+                   code_url: str = CODE_URL) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "version": "v1.0",
         "author": author,
         "authorEmail": author_email,
@@ -54,9 +55,11 @@ def inference_json(result: InferenceResult, *, author: str = "", author_email: s
         out["f1Score"] = result.accuracy
     elif result.metric == "top5":
         out["top5Accuracy"] = _percent(result.top5 if result.top5 is not None else result.accuracy)
-        out["top1Accuracy"] = _percent(result.top1)
+        if result.top1 is not None:
+            out["top1Accuracy"] = _percent(result.top1)
     else:
-        out["top1Accuracy"] = _percent(result.top1)
+        if result.top1 is not None:  # (a task scored by its own metric may measure no top-1)
+            out["top1Accuracy"] = _percent(result.top1)
         if result.top5 is not None:
             out["top5Accuracy"] = _percent(result.top5)
     out["timestamp"] = result.created_at.strftime("%Y-%m-%d")

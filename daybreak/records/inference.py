@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -108,7 +108,7 @@ class InferenceEnergy(BaseModel):
     throughput: EnergyWindow | None = None  # the timed offline passes
     idle_power_w: NonNegative | None = None  # mean watts of the covered kinds before the measurement
     idle_seconds: Seconds | None = None
-    counters: list[dict] = Field(default_factory=list)  # what the meter read (EnergyMeter.describe())
+    counters: list[dict[Any, Any]] = Field(default_factory=list)  # what the meter read (EnergyMeter.describe())
     notes: list[str] = Field(default_factory=list)
 
     @property

@@ -26,9 +26,18 @@ _ids = itertools.count()
 
 
 class _FlushingFileHandler(logging.FileHandler):
-    """Flushes every line to the OS (survives SIGKILL); no fsync, which would put disk latency on the clock."""
+    """Flushes every line to the OS (survives SIGKILL); no fsync, which would put disk latency on the clock.
+    While ``held`` is a list, lines go there instead (``RunMllog.hold``)."""
+
+    held: list[logging.LogRecord] | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.held is not None:
+            self.held.append(record)
+            return
+        self.write(record)
+
+    def write(self, record: logging.LogRecord) -> None:
         super().emit(record)
         self.flush()
 
@@ -49,42 +58,42 @@ class RunMllog:
     def hold(self) -> None:
         """Keep the next lines in memory (with their own timestamps) until ``release``: lets a decision made later
         (the division, after the data check) stand before them in the file, where MLPerf's checker reads it."""
-        self._held: list[logging.LogRecord] | None = []
-        self._handler.emit = self._held.append  # type: ignore[method-assign]
+        self._handler.held = []
 
     def release(self) -> None:
-        held = getattr(self, "_held", None)
+        held = self._handler.held
         if held is None:
             return
-        del self._handler.emit  # back to the class's method
-        self._held = None
+        self._handler.held = None
         for record in held:
-            self._handler.emit(record)
+            self._handler.write(record)
 
     def release_after(self, key: str, value: Any) -> None:
         """Write one event now, ahead of the held lines, then release them."""
-        held = self._held
-        self._held = None
-        del self._handler.emit
+        held = self._handler.held
+        self._handler.held = None
         self.event(key, value)
         for record in held or []:
-            self._handler.emit(record)
+            self._handler.write(record)
 
     @property
     def holding(self) -> bool:
-        return getattr(self, "_held", None) is not None
+        return self._handler.held is not None
 
     def _meta(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
         # mllog adds the caller's file/lineno; keep that, add ours.
         return dict(metadata or {})
 
-    def start(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: float | None = None) -> None:
+    def start(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None,
+              time_ms: float | None = None) -> None:
         self._mllog.start(key, value, metadata=self._meta(metadata), time_ms=_ms(time_ms))
 
-    def end(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: float | None = None) -> None:
+    def end(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None,
+            time_ms: float | None = None) -> None:
         self._mllog.end(key, value, metadata=self._meta(metadata), time_ms=_ms(time_ms))
 
-    def event(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: float | None = None) -> None:
+    def event(self, key: str, value: Any = None, metadata: dict[str, Any] | None = None,
+              time_ms: float | None = None) -> None:
         self._mllog.event(key, value, metadata=self._meta(metadata), time_ms=_ms(time_ms))
 
     def close(self) -> None:

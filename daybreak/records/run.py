@@ -31,7 +31,7 @@ EXTERNAL_RECIPE = "external"
 EXTERNAL_ENERGY = "not measured: `daybreak time` times an external program from its log and reads no energy counters"
 
 
-def _known_rule_sets(by_rules: dict) -> dict:
+def _known_rule_sets(by_rules: dict[str, Any]) -> dict[str, Any]:
     for name in by_rules:
         one_of(RULE_SETS, "rule set")(name)
     return by_rules
@@ -56,7 +56,7 @@ class EpochRecord(BaseModel):
 
     @field_validator("clock_s", "energy_j")
     @classmethod
-    def _rule_sets(cls, value: dict) -> dict:
+    def _rule_sets(cls, value: dict[str, Any]) -> dict[str, Any]:
         return _known_rule_sets(value)
 
 
@@ -93,7 +93,8 @@ class EnergyRecord(BaseModel):
     per_source_j: dict[str, NonNegative | None] = Field(default_factory=dict)  # counter -> joules to target (rank 0)
     idle_power_w: NonNegative | None = None  # mean watts of the counted kinds before the run (the machine's floor)
     idle_seconds: Seconds | None = None
-    counters: list[dict] = Field(default_factory=list)  # what the meter read (daybreak.measure.energy describe())
+    # what the meter read (daybreak.measure.energy describe())
+    counters: list[dict[Any, Any]] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
 

@@ -21,11 +21,14 @@ import math
 from datetime import datetime
 from pathlib import Path
 import statistics
-from typing import Iterable, Literal, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Literal, NamedTuple, Sequence
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from daybreak.measure.system import SystemInfo
+
+# what identifies a configuration (ThroughputConfig.key): its fields in a fixed order, the framework's after them
+ConfigKey = tuple[Any, ...]
 
 Mode = Literal["train", "infer"]
 # How a multi-device row's scaling efficiency is computed (speedup / ideal speedup over its 1-device row):
@@ -84,7 +87,7 @@ class ThroughputConfig(BaseModel):
     def world_size(self) -> int:
         return self.devices * self.nodes
 
-    def key(self) -> tuple:
+    def key(self) -> ConfigKey:
         """What identifies the configuration. Where the data came from (data_dir, ...) is recorded, not part of
         it: the same task's images in another folder are the same workload."""
         key = (self.model, self.mode, self.batch_size, self.amp, self.compile, self.devices, self.nodes,
@@ -92,11 +95,11 @@ class ThroughputConfig(BaseModel):
         # the framework only when it is not PyTorch: the keys (and slugs) of PyTorch records stay what they were
         return key + ((self.framework, tuple(self.program or ())) if self.is_program else ())
 
-    def baseline_key(self) -> tuple:
+    def baseline_key(self) -> ConfigKey:
         """The key of the same configuration on one device of one node (the speedup's denominator)."""
         return self.model_copy(update=dict(devices=1, nodes=1)).key()
 
-    def pytorch_eager_key(self) -> tuple:
+    def pytorch_eager_key(self) -> ConfigKey:
         """The key of the same configuration run by daybreak's PyTorch model without torch.compile (the
         framework comparison's denominator, as DLPerf's tables are relative to a baseline)."""
         return self.model_copy(update=dict(framework=PYTORCH, program=None, compile=False)).key()
@@ -226,7 +229,7 @@ class ThroughputResult(BaseModel):
     flags: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)  # context: an emulated precision, oversubscribed cores, data
 
-    def key(self) -> tuple:
+    def key(self) -> ConfigKey:
         return self.config.key()
 
 
@@ -349,7 +352,7 @@ class PeakResult(BaseModel):
 
 # --- results.jsonl ------------------------------------------------------------------------------------------
 
-def load_results(path: str | Path, warn=None) -> list[ThroughputResult]:
+def load_results(path: str | Path, warn: Callable[[str], object] | None = None) -> list[ThroughputResult]:
     """Every record in a results.jsonl, in file order. Unreadable lines (e.g. one cut short by a crash) are
     skipped, with a note to ``warn`` if given."""
     path = Path(path)
@@ -368,9 +371,9 @@ def load_results(path: str | Path, warn=None) -> list[ThroughputResult]:
     return rows
 
 
-def latest_by_key(rows: Iterable[ThroughputResult]) -> dict[tuple, ThroughputResult]:
+def latest_by_key(rows: Iterable[ThroughputResult]) -> dict[ConfigKey, ThroughputResult]:
     """The last record of each configuration (a --force re-measurement replaces the earlier one)."""
-    out: dict[tuple, ThroughputResult] = {}
+    out: dict[ConfigKey, ThroughputResult] = {}
     for row in rows:
         out.pop(row.key(), None)
         out[row.key()] = row
@@ -470,10 +473,10 @@ def with_mfu(row: ThroughputResult) -> ThroughputResult:
 
 
 def energy_fields(per_repeat_j: Sequence[float | None], times_s: Sequence[float], samples_per_repeat: int,
-                  covers: Sequence[str], unavailable: dict[str, str]) -> dict:
+                  covers: Sequence[str], unavailable: dict[str, str]) -> dict[str, Any]:
     """The energy fields of a row from the joules of each timed repeat (None: not measured): joules per sample
     and mean power are medians over the repeats, like the times."""
-    out: dict = dict(energy_j=[], joules_per_sample=None, mean_power_w=None, energy_covers=list(covers),
+    out: dict[str, Any] = dict(energy_j=[], joules_per_sample=None, mean_power_w=None, energy_covers=list(covers),
                      energy_unavailable=dict(unavailable))
     if not per_repeat_j or any(j is None or not math.isfinite(j) or j < 0 for j in per_repeat_j) \
             or samples_per_repeat <= 0:
@@ -549,7 +552,7 @@ CSV_COLUMNS = [
 ]
 
 
-def _csv_row(r: ThroughputResult) -> dict:
+def _csv_row(r: ThroughputResult) -> dict[str, Any]:
     c = r.config
     return dict(
         model=c.model, mode=c.mode, device=c.device, amp=c.amp, compile=int(c.compile), devices=c.devices,
@@ -600,7 +603,7 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _sort_key(r: ThroughputResult):
+def _sort_key(r: ThroughputResult) -> tuple[Any, ...]:
     c = r.config
     return (c.model, c.mode, c.device, c.seq_len or 0, c.image_size or 0, c.data or "", c.channels_last,
             c.threads or 0, c.is_program, c.framework_name(), ["off", "bf16", "fp16"].index(c.amp), c.compile,
@@ -632,7 +635,8 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
             "they exist) / samples. A figure marked (!) is above its ceiling and cannot be true; the flags below "
             "each table say why.", ""]
 
-    groups: dict[tuple, list[ThroughputResult]] = {}
+    groups: dict[tuple[str, str, str, int | None, int | None, str | None, bool, int | None, str],
+                 list[ThroughputResult]] = {}
     for r in rows:
         c = r.config
         groups.setdefault((c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads,
@@ -650,24 +654,24 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
             (f"{n}x{d} devices" if n > 1 else f"{d} device{'s' if d > 1 else ''}") for n, d in counts]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * len(header))
-        by_setting: dict[tuple, dict[tuple, ThroughputResult]] = {}
+        by_setting: dict[tuple[str, bool, int], dict[tuple[int, int], ThroughputResult]] = {}
         for r in group:
             c = r.config
             by_setting.setdefault((c.amp, c.compile, c.batch_size), {})[(c.nodes, c.devices)] = r
         for (amp, compiled, batch), cells in by_setting.items():
             line = [AMP_TO_PRECISION[amp] if amp == "off" else f"AMP {amp}", "on" if compiled else "off", str(batch)]
             for count in counts:
-                r = cells.get(count)
-                if r is None:
+                found = cells.get(count)
+                if found is None:
                     line.append("")
-                elif r.status != "ok":
-                    line.append(r.status.upper())
+                elif found.status != "ok":
+                    line.append(found.status.upper())
                 else:
-                    cell = _num(r.samples_per_s)
-                    if r.batch_size != r.config.batch_size:
-                        cell += f" (bs={r.batch_size})"
-                    if r.world_size > 1 and r.speedup is not None:
-                        cell += f" ({r.speedup:.2f}x{' !' if _scaling_flagged(r) else ''})"
+                    cell = _num(found.samples_per_s)
+                    if found.batch_size != found.config.batch_size:
+                        cell += f" (bs={found.batch_size})"
+                    if found.world_size > 1 and found.speedup is not None:
+                        cell += f" ({found.speedup:.2f}x{' !' if _scaling_flagged(found) else ''})"
                     line.append(cell)
             out.append("| " + " | ".join(line) + " |")
         out.append("")

@@ -176,6 +176,7 @@ def reader(module: str, function: str) -> Loader:
     read = lazy(module, function)
 
     def load(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
-        return read(data_dir, allow_custom_data=allow_custom, download=download)
+        data: TaskData = read(data_dir, allow_custom_data=allow_custom, download=download)
+        return data
 
     return load

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 import torch
 from torch import nn
 
+from daybreak.errors import DataError
 from daybreak.tasks.evaluate import correct_counts, padded_to_chunks
 
 if TYPE_CHECKING:
@@ -28,12 +29,16 @@ if TYPE_CHECKING:
 
 
 class PreparedSetup(Protocol):
-    """What batch sources and evaluators use of a recipe's ``TrainSetup`` (daybreak.recipes)."""
+    """What batch sources and evaluators use of a recipe's ``TrainSetup`` (daybreak.recipes); read only."""
 
-    prepare: Callable[[torch.Tensor], torch.Tensor]
-    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None
-    predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None
-    init_from_data: Callable[[torch.Tensor, torch.Tensor], None] | None
+    @property
+    def prepare(self) -> Callable[[torch.Tensor], torch.Tensor]: ...
+    @property
+    def augment(self) -> Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None: ...
+    @property
+    def predict(self) -> Callable[[nn.Module, torch.Tensor], torch.Tensor] | None: ...
+    @property
+    def init_from_data(self) -> Callable[[torch.Tensor, torch.Tensor], None] | None: ...
 
 
 class RankContext(Protocol):
@@ -80,6 +85,9 @@ class InMemoryBatches:
     def __init__(self, data: "TaskData", plan: BatchPlan):
         world, rank = plan.ctx.world_size, plan.ctx.rank
         self.plan = plan
+        if data.train_x is None or data.train_y is None:
+            raise DataError("this task's data holds no training tensors: its task file must make its training "
+                            "batches (make_train_batches)")
         self.raw_x = data.train_x.to(plan.device)
         self.y = data.train_y.to(plan.device)
         self.batch_size = min(plan.batch_size, max(len(self.raw_x) // world, 1))
@@ -160,11 +168,14 @@ class InMemoryClassification:
 
 
 class DataHooks(Protocol):
-    """What the runner's data plumbing needs of a task (daybreak.tasks.Task has it)."""
+    """What the runner's data plumbing needs of a task (daybreak.tasks.Task has it); read only."""
 
-    make_train_batches: Callable[["TaskData", BatchPlan], TrainBatches] | None
-    make_evaluator: Callable[["TaskData", BatchPlan], Evaluator] | None
-    measures_top5: bool
+    @property
+    def make_train_batches(self) -> Callable[["TaskData", BatchPlan], TrainBatches] | None: ...
+    @property
+    def make_evaluator(self) -> Callable[["TaskData", BatchPlan], Evaluator] | None: ...
+    @property
+    def measures_top5(self) -> bool: ...
 
 
 def train_batches_for(task: DataHooks, data: "TaskData", plan: BatchPlan) -> TrainBatches:

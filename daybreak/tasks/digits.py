@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from daybreak.data.base import TaskData
@@ -9,7 +11,7 @@ from daybreak.metrics import TOP1
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task
 
 
-def _load(data_dir, allow_custom: bool, download: bool) -> TaskData:
+def _load(data_dir: Path | None, allow_custom: bool, download: bool) -> TaskData:
     from daybreak.data.digits import load_digits_task
 
     return load_digits_task()  # bundled with scikit-learn: nothing to find, check or download

@@ -12,12 +12,20 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from daybreak.data.base import TaskData
 from daybreak.data.imagenet import ImageNetData
 from daybreak.data.imagenet_pipeline import EvalOrder, ImageFiles, ShardedBatches, make_loader, to_device, unpack
 from daybreak.metrics import TOP1, TOP5
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader
 from daybreak.tasks.batches import BatchPlan
 from daybreak.tasks.evaluate import correct_counts
+
+
+def _imagenet(data: TaskData) -> ImageNetData:
+    """The data this task's hooks are given: what its reader (or stand-in) made."""
+    if not isinstance(data, ImageNetData):
+        raise TypeError(f"imagenet: expected ImageNetData, got {type(data).__name__}")
+    return data
 
 
 class ImageNetTrainBatches:
@@ -74,8 +82,8 @@ TASKS.add("imagenet", Task(
     input_spec=InputSpec(shape=(3, 224, 224), dtype=torch.uint8),
     leaderboard=LeaderboardFacts(title="ImageNet", dawnbench=True, dawnbench_folder="ImageNet",
                                  eval_split="the 50,000 validation images"),
-    make_train_batches=lambda data, plan: ImageNetTrainBatches(data, plan),
-    make_evaluator=lambda data, plan: ImageNetEvaluator(data, plan),
-    inference_inputs=lambda data: data.inference_inputs(),
+    make_train_batches=lambda data, plan: ImageNetTrainBatches(_imagenet(data), plan),
+    make_evaluator=lambda data, plan: ImageNetEvaluator(_imagenet(data), plan),
+    inference_inputs=lambda data: _imagenet(data).inference_inputs(),
     stand_in=lambda classes, examples: ImageNetData.stand_in(classes),  # shapes only; batches come from the pipeline
 ))

@@ -12,12 +12,20 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from daybreak.data.base import TaskData
 from daybreak.data.squad import SquadData
 from daybreak.data.squad_features import DEFAULT_MAX_SEQ_LEN, answers_from_spans, best_spans, score_answers
 from daybreak.measure.device import autocast
 from daybreak.metrics import F1
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader
 from daybreak.tasks.batches import BatchPlan
+
+
+def _squad(data: TaskData) -> SquadData:
+    """The data this task's hooks are given: what its reader made."""
+    if not isinstance(data, SquadData):
+        raise TypeError(f"squad: expected SquadData, got {type(data).__name__}")
+    return data
 
 
 class SquadTrainBatches:
@@ -111,6 +119,6 @@ TASKS.add("squad", Task(
           "vocabulary; never downloaded)",
     input_spec=InputSpec(shape=(3, DEFAULT_MAX_SEQ_LEN), dtype=torch.int64, kind="tokens", value_range=(0, 1)),
     leaderboard=LeaderboardFacts(title="SQuAD 1.1", dawnbench=True, dawnbench_folder="SQuAD", eval_split="the dev set"),
-    make_train_batches=lambda data, plan: SquadTrainBatches(data, plan),
-    make_evaluator=lambda data, plan: SquadEvaluator(data, plan),
+    make_train_batches=lambda data, plan: SquadTrainBatches(_squad(data), plan),
+    make_evaluator=lambda data, plan: SquadEvaluator(_squad(data), plan),
 ))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -30,7 +30,8 @@ class Timeline:
         self._unix_origin_ns = time.time_ns() - (time.perf_counter_ns() - origin_ns)
         self.intervals: list[Interval] = []
         self._open: dict[str, float] = {}
-        self.on_boundary: list = []  # callables(t_s), run at every phase boundary right after the clock read
+        # callables(t_s), run at every phase boundary right after the clock read
+        self.on_boundary: list[Callable[[float], object]] = []
 
     def now_s(self, sync: bool = True) -> float:
         if sync:

@@ -7,13 +7,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 
 if TYPE_CHECKING:
-    from daybreak.train.spec import RunConfig
+    from daybreak.config import RunConfig
+    from daybreak.launch import LaunchSpec
+    from daybreak.recipes import Recipe
+    from daybreak.train.spec import RunSpec
 
 
 RUN_EXAMPLES = """\
@@ -25,7 +28,7 @@ examples:
   daybreak run --config runs/X/config.toml --out runs/X-again   # run X again, same recipe hash and seed"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.options import HelpFormatter, add_flags
 
@@ -66,7 +69,8 @@ def run_config_from_args(args: argparse.Namespace) -> "RunConfig":
     from daybreak.config import RunConfig
     from daybreak.options import from_args
 
-    return from_args(RunConfig, args, "run", extra={"command": ["daybreak", *args.argv]})
+    config: RunConfig = from_args(RunConfig, args, "run", extra={"command": ["daybreak", *args.argv]})
+    return config
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -104,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if worker else EXIT_CODES[result.status]
 
 
-def _launch(args: argparse.Namespace, launch, spec) -> int:
+def _launch(args: argparse.Namespace, launch: LaunchSpec, spec: RunSpec) -> int:
     """Run the resolved spec under torchrun (each worker gets it serialized in DAYBREAK_RUN_SPEC, so no rank
     parses the command line again); afterwards report from the run directory rank 0 wrote."""
     import subprocess
@@ -160,7 +164,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from daybreak.recipes import get_recipe, recipe_names
     from daybreak.tasks import TASKS
 
-    items = []
+    items: list[dict[str, Any]] = []
     for name in TASKS:
         t = TASKS.get(name)
         others = [r for r in recipe_names() if get_recipe(r).task == name and r != t.reference_recipe]
@@ -179,7 +183,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recipe_json(r) -> dict:  # noqa: ANN001 - a Recipe
+def _recipe_json(r: Recipe) -> dict[str, Any]:
     return {"name": r.name, "task": r.task, "model": r.model, "summary": r.summary, "hyperparameters": r.defaults,
             "switches": list(r.switches), "on_n_devices": r.scaling_summary()}
 

@@ -83,6 +83,7 @@ def _total(snap: EnergySnapshot) -> float | None:
     d = delta(snap, snap)  # zero-length: gives the kinds; the cumulative values come from the readings
     kinds = set(d.total_covers) or {"gpu", "cpu_package", "dram"}
     values = [r.joules for r in snap.readings if r.kind in kinds]
-    if not values or any(v is None for v in values):
+    known = [v for v in values if v is not None]
+    if not values or len(known) < len(values):
         return None
-    return float(sum(values))
+    return float(sum(known))

@@ -93,7 +93,7 @@ class RunRecorder:
                               f"({e.strerror or type(e).__name__})") from None
         try:
             self.result.save(staging)
-            write_dawnbench(self.result, staging, **self._submission)
+            write_dawnbench(self.result, staging, durable=True, **self._submission)
             (staging / MLLOG_FILE).touch()
             for name, text in self._files.items():
                 (staging / name).write_text(text, encoding="utf-8")

@@ -24,7 +24,8 @@ def static_context(recipe: Recipe, spec: RunSpec) -> MeasurementContext:
             recipe_file = None
     commit, dirty = git_state(recipe_file) if recipe_file else (None, None)
     return MeasurementContext(git_commit=commit, git_dirty=dirty,
-                              git_remote=git_remote(recipe_file) if commit else None, packages=package_versions(),
+                              git_remote=git_remote(recipe_file) if commit and recipe_file else None,
+                              packages=package_versions(),
                               recipe_file=recipe_file, recipe_sha256=file_sha256(recipe_file) if recipe_file else None,
                               threads_used=torch.get_num_threads(), interop_threads=torch.get_num_interop_threads())
 

@@ -17,11 +17,12 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 import torch
 
+from daybreak.data.base import TaskData
 from daybreak.errors import ConfigError, DaybreakError
 from daybreak.fileio import atomic_write_text
 from daybreak.measure.context import ContextSampler
@@ -39,7 +40,8 @@ from daybreak.train.energy import RunEnergy
 from daybreak.train.recorder import RunRecorder
 from daybreak.train.run_context import finish_context, static_context
 from daybreak.train.rundir import check_out_dir, default_run_dir
-from daybreak.train.spec import CONFIG_FILE, RunConfig, RunSpec, resolve_run_spec
+from daybreak.config import RunConfig
+from daybreak.train.spec import CONFIG_FILE, RunSpec, resolve_run_spec
 from daybreak.train.step import Backend, TrainStep
 from daybreak.train.views import SpecData, TrainingData
 from daybreak.train import warmup
@@ -100,7 +102,8 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     if not spec.target_is_default:
         unofficial.append(f"target {spec.target:.4f} differs from the task's {task.target:.4f}")
     if spec.recipe_file:
-        unofficial.append(f"a user's recipe file ({Path(spec.recipe_file).name}, SHA-256 {spec.recipe_sha256[:12]})")
+        unofficial.append(f"a user's recipe file ({Path(spec.recipe_file).name}, SHA-256 "
+                          f"{(spec.recipe_sha256 or 'unknown')[:12]})")
     result = RunResult(
         run_id=out.name, task=task.name, recipe=recipe.name, model=recipe.model,
         framework=f"PyTorch {torch.__version__.split('+')[0]}", metric=task.metric.name, target=spec.target,
@@ -122,7 +125,7 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     _energy_before(result, energy, spec.idle_power_s)
     timeline = Timeline(backend.device, wall_start_ns)
     timeline.on_boundary.append(energy.on_boundary)
-    recorder = RunRecorder(out, result, timeline, author=spec.author, author_email=spec.author_email,
+    recorder = RunRecorder(out, result, timeline, author=spec.author or "", author_email=spec.author_email,
                            write=ctx.is_main, benchmark=mllog_benchmark(recipe, task, spec.target),
                            replace_failed=replace_failed, energy=energy, files={CONFIG_FILE: spec.config_toml()})
     sampler = ContextSampler().start()
@@ -288,7 +291,7 @@ def _init_then_data(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any
     recorder.phase_end("warmup")
 
     data = _load(spec, task, recorder)  # ---- the clock (MLPerf run_start) and the first touch of the data ----
-    view = TrainingData(data)
+    view = cast(TaskData, TrainingData(data))  # (a view that passes for its TaskData: attributes, isinstance)
     recorder.data_checked(recipe.mllog_events(hp, view, spec.global_batch_size) if recipe.mllog_events else {},
                           train_samples=None if data.train_x is None else len(data.train_x),
                           eval_samples=len(data.eval_y))
@@ -303,7 +306,8 @@ def _data_then_init(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any
     """The recipe builds from the loaded data: the data first, then the model (under MLPerf's rules its
     initialization is then on the clock, and the record says so)."""
     data = _load(spec, task, recorder)
-    view = TrainingData(data)  # the recipe sees the training split only: evaluation stays with the runner
+    # the recipe sees the training split only: evaluation stays with the runner (a view that passes for its TaskData)
+    view = cast(TaskData, TrainingData(data))
     built = _build(spec, recipe, hp, view, backend, recorder)
     recorder.data_checked(recipe.mllog_events(hp, view, spec.global_batch_size) if recipe.mllog_events else {},
                           train_samples=None if data.train_x is None else len(data.train_x),
@@ -325,7 +329,7 @@ def _data_then_init(spec: RunSpec, task: Task, recipe: Recipe, hp: dict[str, Any
     return built, batches, evaluator
 
 
-def _load(spec: RunSpec, task: Task, recorder: RunRecorder) -> Any:
+def _load(spec: RunSpec, task: Task, recorder: RunRecorder) -> TaskData:
     recorder.run_start()  # ---- data loading: the first touch of the dataset --------------------------------
     data = task.load(Path(spec.data_dir) if spec.data_dir else None, spec.allow_custom_data, spec.download)
     if not data.official:
@@ -347,7 +351,8 @@ def _build(spec: RunSpec, recipe: Recipe, hp: dict[str, Any], view: Any, backend
     backend = _native_precision(setup, spec, backend, recorder)
     train_model = backend.wrap(setup.model)
     if spec.compiled:
-        train_model = torch.compile(train_model, mode=_torch_mode(spec.compile))
+        # an OptimizedModule (torch's stub says Callable)
+        train_model = cast(torch.nn.Module, torch.compile(train_model, mode=_torch_mode(spec.compile)))
     step = TrainStep(train_model, setup.optimizer, setup.loss_fn, backend, clip_grad_norm=setup.clip_grad_norm)
     recorder.precision_known(recorder.result.amp, recorder.result.performance.tf32)
     recorder.phase_end("model_init")
@@ -371,7 +376,7 @@ def _eval_model_fn(setup: TrainSetup, train_model: torch.nn.Module, backend: Bac
         if not spec.compiled:
             return module
         if id(module) not in compiled:
-            compiled[id(module)] = torch.compile(module, mode=_torch_mode(spec.compile))
+            compiled[id(module)] = cast(torch.nn.Module, torch.compile(module, mode=_torch_mode(spec.compile)))
         return compiled[id(module)]
 
     return eval_model

@@ -111,7 +111,7 @@ def is_recipe_file(name: str | None) -> bool:
     return bool(name) and (str(name).endswith(".py") or os.sep in str(name) or "/" in str(name))
 
 
-def load_recipe_file(path: str | os.PathLike, *, expected_sha256: str | None = None) -> tuple[str, str]:
+def load_recipe_file(path: str | os.PathLike[str], *, expected_sha256: str | None = None) -> tuple[str, str]:
     """Import a user's recipe file (it registers one recipe with ``RECIPES.add``, or defines ``RECIPE``);
     returns (recipe name, file SHA-256). Loading the same file twice returns what the first load registered."""
     file = Path(path).expanduser().resolve()
@@ -152,7 +152,7 @@ def load_recipe_file(path: str | os.PathLike, *, expected_sha256: str | None = N
         sys.modules.pop(module_name, None)
         raise ConfigError(f"--recipe {file}: the file must register exactly one recipe (RECIPES.add or a "
                           f"RECIPE = Recipe(...) at module level); it registered {len(added)}")
-    module.__daybreak_recipe__ = added[0]
+    setattr(module, "__daybreak_recipe__", added[0])  # (which recipe this file registered)
     return added[0], digest
 
 

@@ -6,6 +6,7 @@ is the only place a forward + loss + backward + (clip) + optimizer step is writt
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,7 +38,7 @@ class Backend:
             raise ConfigError("--amp fp16 with gradient scaling is not supported on MPS; use bf16 or off")
         return cls(dev, resolved, ctx or DistContext())
 
-    def autocast(self):
+    def autocast(self) -> AbstractContextManager[None]:
         return autocast(self.device, self.amp)
 
     def synchronize(self) -> None:
@@ -74,7 +75,7 @@ class TrainStep:
         with self.backend.autocast():
             loss = self.loss_fn(self.model(x), y)
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]  # (torch's Tensor.backward is unannotated)
         if self.clip_grad_norm is not None:
             self.scaler.unscale_(self.optimizer)  # clip true gradient norms under fp16 too
             nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]],
