@@ -179,7 +179,7 @@ def _say_migrated(store) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.ingest.importer import import_paths
-    from daybreak.leaderboard.ingest.submission import printable
+    from daybreak.leaderboard.ingest.text_rules import printable
     from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
@@ -206,7 +206,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_import_mlperf(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.mlperf_import import import_mlperf, resolve_round
     from daybreak.leaderboard.store.database import Store
-    from daybreak.leaderboard.ingest.submission import printable
+    from daybreak.leaderboard.ingest.text_rules import printable
 
     resolve_round(args.dir, args.round)  # a wrong folder or round is a one-line error before the database opens
     with Store(args.db) as store:
@@ -389,7 +389,8 @@ def _executor(args: argparse.Namespace):
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, reproduce
     from daybreak.leaderboard.store.database import Store
 
     entry_id = _entry_id(args.entry)

@@ -49,8 +49,9 @@ from daybreak.leaderboard.mlperf_rules import (
 )
 from daybreak.leaderboard.ingest.submission import (
     KIND_TRAIN, MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_SELF, Submission, SubmissionError, check_date,
-    load_json, one_line, printable,
+    load_json, one_line,
 )
+from daybreak.leaderboard.ingest.text_rules import printable
 from daybreak.leaderboard.ingest.systems import System, accelerator_name
 from daybreak.leaderboard.ingest.systems import apply as apply_system
 from daybreak.leaderboard.tasks import leaderboard_task

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from daybreak.leaderboard.ingest.dawnbench_import import parse_dawnbench
 from daybreak.leaderboard.ingest.runs_import import is_external, parse_inference, parse_repeat, parse_run
-from daybreak.leaderboard.ingest.text_rules import visible
+from daybreak.leaderboard.ingest.text_rules import printable, visible
 from daybreak.leaderboard.ingest.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN,
-    Submission, SubmissionError, load_json, one_line, printable, shown, text_field,
+    Submission, SubmissionError, load_json, one_line, shown, text_field,
 )
 
 RUN_FILES = ("result.json", "inference.json")

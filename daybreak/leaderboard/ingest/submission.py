@@ -280,7 +280,7 @@ def check_document(obj: Any, what: str) -> None:
     magnitude, nesting at most MAX_JSON_DEPTH deep, and every string (keys included) real Unicode (JSON's
     ``\\ud800`` escapes can make lone surrogates), at most MAX_FIELD_CHARS long, without control or invisible
     characters (daybreak.leaderboard.ingest.text_rules). The first problem is refused, naming its place."""
-    stack: list[tuple[Any, tuple, int]] = [(obj, (), 1)]
+    stack: list[tuple[Any, tuple[Any, ...], int]] = [(obj, (), 1)]
     while stack:
         item, path, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
@@ -297,7 +297,7 @@ def check_document(obj: Any, what: str) -> None:
             _check_text(item, path, what, "text")
 
 
-def _check_text(text: str, path: tuple, what: str, which: str) -> None:
+def _check_text(text: str, path: tuple[Any, ...], what: str, which: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -311,7 +311,7 @@ def _check_text(text: str, path: tuple, what: str, which: str) -> None:
         raise SubmissionError(f"{what}: {field_path(path)}: the {which} {problem}")
 
 
-def text_field(doc: dict, key: str, what: str, *, required: bool) -> str:
+def text_field(doc: dict[str, Any], key: str, what: str, *, required: bool) -> str:
     """A display string: str, trimmed, no control or invisible characters, at most MAX_FIELD_CHARS, in NFC. '' when
     optional and absent."""
     value = doc.get(key)
@@ -434,7 +434,7 @@ def parse_number(value: Any, what: str) -> float:
     return number
 
 
-def number_field(doc: dict, key: str, what: str, *, required: bool, positive: bool = True,
+def number_field(doc: dict[str, Any], key: str, what: str, *, required: bool, positive: bool = True,
                  maximum: float = MAX_QUANTITY) -> float | None:
     """A number field; None when optional and absent or null (DAWNBench files write null for 'not priced')."""
     if doc.get(key) is None:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, FORMAT_RUN, KIND_TRAIN, SubmissionError, printable
+from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, FORMAT_RUN, KIND_TRAIN, SubmissionError
+from daybreak.leaderboard.ingest.text_rules import printable
 from daybreak.text import one_line
 
 MAX_NPROC = 64  # devices one reproduction may ask for on the host

@@ -50,7 +50,8 @@ from typing import Callable
 from daybreak.errors import DaybreakError
 from daybreak.executors import ExecutorOptions
 from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
-from daybreak.leaderboard.ingest.submission import SubmissionError, printable
+from daybreak.leaderboard.ingest.submission import SubmissionError
+from daybreak.leaderboard.ingest.text_rules import printable
 from daybreak.text import one_line
 
 DEFAULT_TIMEOUT_S = 4 * 3600.0

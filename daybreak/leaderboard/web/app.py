@@ -253,7 +253,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
     from daybreak.leaderboard.web.boardpage import MissingReference, reference
     from daybreak.leaderboard.ranking.query import QueryError
     from daybreak.leaderboard.ranking.objectives import OBJECTIVES, leaderboard, with_reference
-    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
     from daybreak.leaderboard.web.pages import Site, entry_json, job_json, task_json
     from daybreak.leaderboard.store.database import Store, StoreError
     from daybreak.leaderboard.tasks import all_tasks, task_names

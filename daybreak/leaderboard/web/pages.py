@@ -376,7 +376,7 @@ def _not_a_link(path: Path) -> None:
 
 def reproducible_reason(entry: Any) -> str | None:
     """None when the host can re-run ``entry`` (it names a daybreak task and recipe), else why not."""
-    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
 
     try:
         plan_for(entry)
