@@ -122,8 +122,9 @@ def _overrides(recipe_name: str, task: str, hyperparameters: Any) -> tuple[str, 
     return recipe.name, out
 
 
-def _run_plan(task: str, recipe: str, hyperparameters: Any, seed: Any, rules: Any, world_size: Any,
+def _run_plan(task: Any, recipe: Any, hyperparameters: Any, seed: Any, rules: Any, world_size: Any,
               eval_every_epochs: Any, eval_every_steps: Any) -> RunPlan:
+    """One run of a plan from the values a stored record holds (any JSON value: each is checked here)."""
     from daybreak.rules import RULE_SETS
     from daybreak.tasks import TASKS
 
