@@ -255,7 +255,8 @@ def _value_text(task: LeaderboardTask, accuracy: float) -> str:
     return f"F1 {accuracy:.4f}" if task.metric == "f1" else f"{accuracy * 100:.2f}%"
 
 
-def _training(doc: dict[str, Any], tsv: bytes, task: LeaderboardTask, common: dict[str, Any], what: str, tsv_what: str) -> Submission:
+def _training(doc: dict[str, Any], tsv: bytes, task: LeaderboardTask, common: dict[str, Any], what: str,
+              tsv_what: str) -> Submission:
     table = parse_tsv(tsv, tsv_what)
     column = _canonical_column(task.dawnbench_field)
     if column not in table.columns:

@@ -381,7 +381,8 @@ def _external(sub: Submission) -> bool:
     return is_external(load_run(sub.document, sub.source))
 
 
-def import_paths(store: Store, paths: list[Path], *, task: str | None = None, submitter: str | None = None) -> ImportReport:
+def import_paths(store: Store, paths: list[Path], *, task: str | None = None, submitter: str | None = None
+                 ) -> ImportReport:
     """Validate and store every submission under ``paths``; one entry per transaction, duplicates not re-stored.
 
     A file that cannot be read or parsed for any reason is reported (skipped) and the import goes on with the

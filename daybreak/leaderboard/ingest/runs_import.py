@@ -114,7 +114,8 @@ def run_energy(run: RunResult, index: int | None, seconds: float | None, what: s
     return float(value), "+".join(run.energy.covers), None
 
 
-def parse_run(doc: dict[str, Any], *, source: str, what: str | None = None, allow_unreached: bool = False) -> Submission:
+def parse_run(doc: dict[str, Any], *, source: str, what: str | None = None, allow_unreached: bool = False
+              ) -> Submission:
     """A daybreak ``result.json`` (kind ``daybreak.run``) -> a training submission (self-reported: the importer
     or the reproduction sets the provenance)."""
     what = what or source

@@ -260,7 +260,8 @@ def work(store: Store, options: WorkerOptions, stop: threading.Event | None = No
             pass
 
 
-def run_job(store: Store, lease: Lease, entry_id: int, options: WorkerOptions, holder: str, say: Callable[[str], None]) -> None:
+def run_job(store: Store, lease: Lease, entry_id: int, options: WorkerOptions, holder: str,
+            say: Callable[[str], None]) -> None:
     """One job under ``lease``: a heartbeat thread renews it (and the worker's lease on the database) every
     ``heartbeat_s``; when the lease is found gone, the trials are stopped and the job's history says why."""
     from daybreak.leaderboard.store.database import LeaseLost
