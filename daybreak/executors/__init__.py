@@ -30,7 +30,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from daybreak.errors import ConfigError
 from daybreak.executors import slurm
@@ -143,10 +143,14 @@ def trial_environment(trial: Trial, gpus: Sequence[str] | None) -> dict[str, str
     return env
 
 
+# (trial index, exit code, time.time() it exited), put by each trial's waiting thread
+_Finished = queue.Queue[tuple[int, int, float]]
+
+
 @dataclass
 class _Running:
     index: int
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     gpus: list[str]
     started_at: float
 
@@ -173,7 +177,7 @@ class LocalExecutor:
         outcomes: list[TrialOutcome | None] = [None] * len(trials)
         waiting = deque(range(len(trials)))
         running: dict[int, _Running] = {}
-        finished: queue.Queue = queue.Queue()
+        finished: _Finished = queue.Queue()
         free = list(self.gpus)
         try:
             while waiting or running:
@@ -215,7 +219,7 @@ class LocalExecutor:
     def _fits(self, trial: Trial, free: list[str]) -> bool:
         return not self.gpus or len(free) >= max(0, trial.devices)
 
-    def _start(self, index: int, trial: Trial, free: list[str], finished: queue.Queue) -> _Running | TrialOutcome:
+    def _start(self, index: int, trial: Trial, free: list[str], finished: _Finished) -> _Running | TrialOutcome:
         gpus: list[str] = []
         if self.gpus:
             gpus, free[:] = free[:max(0, trial.devices)], free[max(0, trial.devices):]
@@ -233,7 +237,7 @@ class LocalExecutor:
         return _Running(index, proc, gpus, started_at)
 
     @staticmethod
-    def _next_finished(finished: queue.Queue, trials: Sequence[Trial] = (), running: dict | None = None,
+    def _next_finished(finished: _Finished, trials: Sequence[Trial] = (), running: dict[int, _Running] | None = None,
                        cancel: threading.Event | None = None) -> tuple[int, int, float]:
         """Sleep until a trial exits (a timeout only so that Ctrl-C and ``cancel`` are seen promptly on every
         platform, and so that a trial past its ``timeout_s`` is ended: its process group gets SIGTERM, then
@@ -251,7 +255,7 @@ class LocalExecutor:
                                          daemon=True).start()
 
     @staticmethod
-    def _stop(running) -> None:
+    def _stop(running: Iterable[_Running]) -> None:
         """End every running trial's process group, all at once: SIGTERM to each, then SIGKILL what is left."""
         stoppers = [threading.Thread(target=end_process_group, args=(r.proc,), kwargs={"grace_s": 5.0})
                     for r in running]

@@ -35,6 +35,8 @@ from daybreak.text import one_line
 if TYPE_CHECKING:
     import submitit
 
+    _Job = submitit.Job[dict[str, Any]]  # a trial's job: its result is run_trial_on_node's
+
 # Slurm job states after which a task will not write a result any more (squeue --states=all).
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                    "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
@@ -82,7 +84,12 @@ def run_trial_on_node(argv: Sequence[str], log: str, env: Mapping[str, str], dev
     # that runs them) would otherwise be able to strike between waitpid's return and Popen noting the status,
     # which is then lost (Popen reports 0).
     exited = threading.Event()
-    threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
+
+    def wait() -> None:
+        proc.wait()
+        exited.set()
+
+    threading.Thread(target=wait, daemon=True).start()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     error = None
     try:
@@ -114,7 +121,7 @@ def _stopped_because(e: BaseException, host: str, ran_s: float) -> str:
 
 # --- asking Slurm ------------------------------------------------------------------------------------------------
 
-def _slurm_command(argv: list[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess:
+def _slurm_command(argv: list[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
@@ -241,10 +248,10 @@ class SubmititExecutor:
         gpus = self._gpus(trials)
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.local:
-            executor = submitit.LocalExecutor(folder=self.folder)
-            executor.update_parameters(timeout_min=opts.slurm_time_min, gpus_per_node=gpus, stderr_to_stdout=True,
-                                       signal_delay_s=_signal_delay_s(opts.slurm_time_min))
-            return executor
+            local = submitit.LocalExecutor(folder=self.folder)
+            local.update_parameters(timeout_min=opts.slurm_time_min, gpus_per_node=gpus, stderr_to_stdout=True,
+                                    signal_delay_s=_signal_delay_s(opts.slurm_time_min))
+            return local
         executor = submitit.SlurmExecutor(folder=self.folder)
         params: dict[str, Any] = {
             "job_name": self.job_name, "time": opts.slurm_time_min, "nodes": 1, "ntasks_per_node": 1,
@@ -258,7 +265,7 @@ class SubmititExecutor:
         executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
         return executor
 
-    def _submit(self, executor: "submitit.Executor", trials: Sequence[Trial]) -> list:
+    def _submit(self, executor: "submitit.Executor", trials: Sequence[Trial]) -> list[_Job]:
         """One job array for ``trials`` (Slurm), or one job each (submitit-local). submitit's errors (sbatch's
         message) pass through."""
         with executor.batch():
@@ -279,7 +286,7 @@ class SubmititExecutor:
             t.log.parent.mkdir(parents=True, exist_ok=True)
         outcomes: list[TrialOutcome | None] = [None] * len(trials)
         waiting = list(range(len(trials)))
-        running: dict[int, Any] = {}
+        running: dict[int, _Job] = {}
         try:
             while waiting or running:
                 if cancel is not None and cancel.is_set():
@@ -303,7 +310,8 @@ class SubmititExecutor:
             raise
         return [o for o in outcomes if o is not None]
 
-    def _submit_batch(self, executor, trials: Sequence[Trial], batch: list[int], running: dict[int, Any]) -> str | None:
+    def _submit_batch(self, executor: "submitit.Executor", trials: Sequence[Trial], batch: list[int],
+                      running: dict[int, _Job]) -> str | None:
         """Submit ``batch``; None when it went, else the one-line reason (e.g. sbatch refused it)."""
         from submitit.core.utils import FailedJobError
 
@@ -320,12 +328,13 @@ class SubmititExecutor:
         return None
 
     @staticmethod
-    def _finish(index: int, outcome: TrialOutcome, trials, outcomes, on_done) -> None:
+    def _finish(index: int, outcome: TrialOutcome, trials: Sequence[Trial], outcomes: list[TrialOutcome | None],
+                on_done: Callable[[Trial, TrialOutcome], None] | None) -> None:
         outcomes[index] = outcome
         if on_done:
             on_done(trials[index], outcome)
 
-    def _outcome_if_finished(self, trial: Trial, job: Any, index: int) -> TrialOutcome | None:
+    def _outcome_if_finished(self, trial: Trial, job: _Job, index: int) -> TrialOutcome | None:
         if self.local or self._sacct:
             if job.done():
                 return self._read(trial, job)
@@ -374,7 +383,7 @@ class SubmititExecutor:
         return TrialOutcome(trial.key, result["exit_code"], result["host"], result["started_at"],
                             result["finished_at"], result.get("error"))
 
-    def _cancel(self, jobs: list) -> None:
+    def _cancel(self, jobs: list[_Job]) -> None:
         """Stop everything still queued or running: scancel the array (Slurm); SIGINT each job's controller and
         wait for it (submitit-local; the task ends its trial's process group)."""
         if not jobs:

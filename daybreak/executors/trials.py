@@ -13,7 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
 
 from daybreak.errors import ConfigError, DaybreakError
 
@@ -50,7 +50,10 @@ class TrialOutcome:
     error: str | None = None  # one line when the executor itself failed (submission refused, node lost, ...)
 
 
-def _opt(flag: str, help: str, default, metavar: str | None = None):  # noqa: A002 - the metadata's key
+_T = TypeVar("_T")
+
+
+def _opt(flag: str, help: str, default: _T, metavar: str | None = None) -> _T:  # noqa: A002 - the metadata's key
     metadata = {"help": help, "flag": flag}
     if metavar:
         metadata["metavar"] = metavar
@@ -129,7 +132,7 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return lambda: prctl(pr_set_pdeathsig, sigterm)
 
 
-def start_trial_process(argv: Sequence[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen:
+def start_trial_process(argv: Sequence[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """The trial's command in a new session (its own process group, so that ending it ends torchrun and its
     workers too), stdout and stderr appended to ``log``, no stdin. OSError when it cannot start."""
     log.parent.mkdir(parents=True, exist_ok=True)

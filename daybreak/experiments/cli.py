@@ -7,11 +7,16 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from daybreak.commands_index import help_of
 from daybreak.options import (HelpFormatter, Opt, OptionModel, add_dataclass_flags, add_flags, dataclass_from_args,
                               from_args, parse_assignments, parse_path, parse_text)
+
+if TYPE_CHECKING:
+    from daybreak.config import RunConfig
+    from daybreak.executors import ExecutorOptions
+    from daybreak.experiments.plan import ExperimentConfig
 
 EXIT_NOT_REACHED = 3
 EXIT_FAILED = 5
@@ -68,7 +73,7 @@ class ArmOptions(OptionModel, init=False):
         parse=parse_text, commands=AB, metavar="'PROGRAM ARGS'")] = None
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.executors import ExecutorOptions
     from daybreak.experiments.plan import ExperimentConfig
@@ -136,7 +141,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --- commands ---------------------------------------------------------------------------------------------------------
 
-def _parts(args: argparse.Namespace, command: str, **extra: Any):
+def _parts(args: argparse.Namespace, command: str, **extra: Any
+           ) -> tuple[RunConfig, ExperimentConfig, ExecutorOptions, list[str]]:
     from daybreak.config import RunConfig
     from daybreak.executors import ExecutorOptions
     from daybreak.experiments.plan import ExperimentConfig
@@ -155,6 +161,7 @@ def cmd_repeat(args: argparse.Namespace) -> int:
     summary = repeat(run, exp, executor, invocation)
     if summary is None:  # a node other than 0: node 0 records the experiment
         return 0
+    assert exp.out is not None  # repeat refuses an experiment without --out
     if args.json:
         print(summary.model_dump_json(indent=2))
     else:
@@ -191,6 +198,7 @@ def cmd_lesion(args: argparse.Namespace) -> int:
     summary = lesion(run, args.without, exp, executor, invocation)
     if summary is None:
         return 0
+    assert exp.out is not None  # lesion refuses an experiment without --out
     if args.json:
         print(summary.model_dump_json(indent=2))
         return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from daybreak.analysis.repeat import summarize
 from daybreak.config import RunConfig
@@ -24,9 +24,12 @@ from daybreak.experiments.engine import (
 )
 from daybreak.experiments.plan import ExperimentConfig, arm_config, seeds_for
 from daybreak.experiments.stats import arm_stats, compare
-from daybreak.records.experiment import AbSummary, Arm, Experiment
+from daybreak.records.experiment import AbSummary, Arm, Experiment, Trial
 from daybreak.records.repeat import RepeatSummary
 from daybreak.records.run import RunResult
+
+if TYPE_CHECKING:
+    from daybreak.records.lesion import LesionSummary
 
 FULL = "full"
 ONE_PROCESS = "fresh processes, one per trial (experiment.json)"
@@ -125,7 +128,7 @@ def repeat_summary(out: Path, record: Experiment, arm: str, target: float, folde
     folder = folder or out
     done = [t for t in record.trials if t.arm == arm and t.state in ("done", "failed")]
     counted_keys = {t.key for t in counted(record, arm)}
-    rows = []
+    rows: list[tuple[Trial, RunResult]] = []
     for t in done:
         try:
             rows.append((t, RunResult.load(out / t.run_dir)))
@@ -134,7 +137,10 @@ def repeat_summary(out: Path, record: Experiment, arm: str, target: float, folde
     kept = [(t, r) for t, r in rows if t.key in counted_keys]
     if not kept:
         return None
-    rel = lambda t: str((out / t.run_dir).relative_to(folder))  # noqa: E731
+
+    def rel(t: Trial) -> str:
+        return str((out / t.run_dir).relative_to(folder))
+
     latest = len(record.invocations) - 1
     summary = summarize([(rel(t), r, t.invocation < latest) for t, r in kept], overrides=next(a for a in record.arms if a.name == arm).config.get("overrides"),
                         inputs=[str(out / t.run_dir) for t, _ in rows], command=record.invocations[-1],
@@ -142,9 +148,9 @@ def repeat_summary(out: Path, record: Experiment, arm: str, target: float, folde
     flags = {t.key: t for t, _ in rows}
     by_dir = {rel(t): t for t, _ in kept}
     for row in summary.runs:
-        t = by_dir.get(row.run_dir)
-        if t is not None:
-            row.busy, row.data_load_s, row.model_init_s = t.busy, t.data_load_s, t.model_init_s
+        trial = by_dir.get(row.run_dir)
+        if trial is not None:
+            row.busy, row.data_load_s, row.model_init_s = trial.busy, trial.data_load_s, trial.model_init_s
     stats = arm_stats(record, arm, target)
     summary.accuracy = stats.accuracy
     summary.n_busy = sum(1 for t in flags.values() if t.busy)
@@ -162,7 +168,8 @@ def write_repeat(out: Path, record: Experiment, target: float) -> None:
 # --- lesion -----------------------------------------------------------------------------------------------------------
 
 def lesion(run: RunConfig, switches_text: str | None, exp: ExperimentConfig, exec_options: "ex.ExecutorOptions",
-           invocation: list[str]):
+           invocation: list[str]) -> LesionSummary | None:
+    """The summary (None on a node other than 0 of a multi-node experiment: node 0 records it)."""
     from daybreak.analysis.lesion import lesion_variants, parse_switches
 
     spec = check_config(run)
@@ -270,14 +277,17 @@ def _arm_specs(arms: list[Arm], files: dict[Path, str]) -> list[Any]:
 def _until(exp: ExperimentConfig, arms: list[Arm], state: dict[str, str]) -> Callable[[Experiment], list[int]]:
     from daybreak.analysis.paired import relative_width
 
+    until_width = exp.until_width
+    assert until_width is not None  # made only for --until-width (ab)
+
     def more(record: Experiment) -> list[int]:
         est = compare(record, arms[0].name, arms[1].name).time
         width = relative_width(est)
         n = len(record.seeds)
         power = est.power_words()
         power = f"; {power}" if power else ""
-        if width is not None and width <= exp.until_width:
-            state["stop"] = f"the interval is {width:.3f} wide (<= {exp.until_width:g}) after {n} pairs"
+        if width is not None and width <= until_width:
+            state["stop"] = f"the interval is {width:.3f} wide (<= {until_width:g}) after {n} pairs"
             return []
         if n >= exp.max_runs:
             state["stop"] = f"--max-runs {exp.max_runs} pairs reached (interval width {_w(width)}){power}"
@@ -285,7 +295,7 @@ def _until(exp: ExperimentConfig, arms: list[Arm], state: dict[str, str]) -> Cal
         if exp.budget_s is not None and wall_elapsed_s(record) >= exp.budget_s:
             state["stop"] = f"--budget {exp.budget_s:g} s spent after {n} pairs (interval width {_w(width)}){power}"
             return []
-        log(f"ab: interval width {_w(width)} > {exp.until_width:g} after {n} pairs: one more pair{power}")
+        log(f"ab: interval width {_w(width)} > {until_width:g} after {n} pairs: one more pair{power}")
         return [max(record.seeds) + 1]
 
     return more

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from daybreak.options import Opt, OptionModel, int_at_least, number_in, one_of, parse_bool, parse_path, parse_seed
 from daybreak.records.experiment import Arm, Trial
@@ -37,7 +37,7 @@ class ExperimentConfig(OptionModel, init=False):
         "--resume", "finish the experiment in --out: run only its unfinished trials (a finished trial is never "
         "run again), in the recorded order, with the recorded options", parse=parse_bool,
         commands=EXPERIMENT_COMMANDS, kind="flag", group=G_EXP)] = False
-    order: Annotated[str, Opt(
+    order: Annotated[Literal["alternate", "random"], Opt(
         "--order", "how the arms' trials are interleaved: alternate (each seed in every arm, the arms' order "
         "rotating from seed to seed) or random (shuffled within each seed by --order-seed)",
         parse=one_of("alternate", "random"), commands=frozenset({"lesion", "ab"}), choices=("alternate", "random"),

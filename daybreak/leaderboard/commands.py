@@ -6,11 +6,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from daybreak.commands_index import help_of
 from daybreak.errors import ConfigError
 from daybreak.executors import ExecutorOptions
 from daybreak.options import HelpFormatter
+
+if TYPE_CHECKING:
+    import socket
+    from types import FrameType
+
+    from daybreak.leaderboard.store.database import Store
 
 DB_HELP = ("database URL (sqlite:///FILE, postgresql+psycopg://USER:PASS@HOST/DB) or a SQLite file path; "
            "default: $DAYBREAK_DB, else leaderboard.sqlite in the user data directory")
@@ -19,7 +26,7 @@ DB_CREATE_HELP = DB_HELP + "; created (with its folder) when it does not exist"
 DB_EXISTING_HELP = DB_HELP + "; must exist (nothing is created: a missing one is an error, exit status 2)"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.leaderboard.ranking.objectives import OBJECTIVES
     from daybreak.options import add_dataclass_flags, add_flags
@@ -31,7 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "train-time, train-cost, latency and inference-cost, serve or export the web pages.",
     )
     lsub = p.add_subparsers(dest="leaderboard_command", metavar="SUBCOMMAND")
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    def usage(args: argparse.Namespace) -> int:  # `daybreak leaderboard` without a subcommand
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=usage)
 
     q = lsub.add_parser(
         "import", help="validate and store submissions (run dirs, DAWNBench v1 trees or files)",
@@ -172,14 +184,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def _say_migrated(store) -> None:
+def _say_migrated(store: Store) -> None:
     for line in store.migrated:
         print(f"daybreak: {store.display_url}: {line}", file=sys.stderr)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.ingest.importer import import_paths
-    from daybreak.leaderboard.ingest.submission import printable
+    from daybreak.leaderboard.ingest.text_rules import printable
     from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.tasks import leaderboard_task
 
@@ -206,7 +218,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_import_mlperf(args: argparse.Namespace) -> int:
     from daybreak.leaderboard.mlperf_import import import_mlperf, resolve_round
     from daybreak.leaderboard.store.database import Store
-    from daybreak.leaderboard.ingest.submission import printable
+    from daybreak.leaderboard.ingest.text_rules import printable
 
     resolve_round(args.dir, args.round)  # a wrong folder or round is a one-line error before the database opens
     with Store(args.db) as store:
@@ -225,7 +237,7 @@ def cmd_import_mlperf(args: argparse.Namespace) -> int:
     return 1 if report.skipped else 0
 
 
-def _table(rows: list[dict], header: str) -> str:
+def _table(rows: list[dict[str, Any]], header: str) -> str:
     cols = [("rank", "#", 4), ("display", header, 12), ("model", "model", 34), ("hardware", "hardware", 40),
             ("framework", "framework", 22), ("date", "date", 10), ("provenance", "provenance", 13),
             ("rules_text", "rules", 24), ("runs_text", "runs", 30)]
@@ -310,7 +322,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def listen_socket(host: str, port: int):
+def listen_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (uvicorn listens on it), or a one-line ConfigError (exit status 2): the port
     in use, or a host that is not an address of this machine. Bound here rather than by uvicorn, which logs the
     error and exits with its own status 3."""
@@ -332,9 +344,11 @@ def listen_socket(host: str, port: int):
         sock.bind(address)
     except OSError as e:
         sock.close()
-        hint = {errno.EADDRINUSE: " (another program listens there: stop it, or pick another --port)",
-                errno.EADDRNOTAVAIL: " (not an address of this machine: see --host)",
-                errno.EACCES: " (ports below 1024 need privileges)"}.get(e.errno, "")
+        hints: dict[int | None, str] = {
+            errno.EADDRINUSE: " (another program listens there: stop it, or pick another --port)",
+            errno.EADDRNOTAVAIL: " (not an address of this machine: see --host)",
+            errno.EACCES: " (ports below 1024 need privileges)"}
+        hint = hints.get(e.errno, "")
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}{hint}") from None
     return sock
 
@@ -375,21 +389,23 @@ def _price(args: argparse.Namespace) -> float | None:
     from daybreak.config import RunConfig
     from daybreak.options import values_for
 
-    return values_for(RunConfig, args, "reproduce")["cost_per_hour"]
+    price: float | None = values_for(RunConfig, args, "reproduce")["cost_per_hour"]
+    return price
 
 
-def _executor(args: argparse.Namespace):
+def _executor(args: argparse.Namespace) -> ExecutorOptions:
     """The executor options given (checked now: a bad one is one line before anything runs)."""
     from daybreak.executors import check_options
     from daybreak.options import dataclass_from_args
 
-    executor = dataclass_from_args(ExecutorOptions, args)
+    executor: ExecutorOptions = dataclass_from_args(ExecutorOptions, args)
     check_options(executor)
     return executor
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, ReproduceError, plan_for, reproduce
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.worker import DEFAULT_TIMEOUT_S, reproduce
     from daybreak.leaderboard.store.database import Store
 
     entry_id = _entry_id(args.entry)
@@ -432,7 +448,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not args.poll > 0 or not args.stale_after > 0 or args.max_attempts < 1:
         raise ConfigError("--poll and --stale-after must be greater than 0, --max-attempts at least 1")
 
-    def stop(signum, frame):  # SIGTERM like Ctrl-C: the running job is queued again
+    def stop(signum: int, frame: FrameType | None) -> NoReturn:  # SIGTERM like Ctrl-C: the running job is queued again
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
@@ -455,7 +471,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 # --- score: AlgoPerf's cross-task score of the entries (daybreak.leaderboard.ranking.score) ---------------------
 
-def register_score(lsub: argparse._SubParsersAction) -> None:
+def register_score(lsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.analysis.stats import R_MAX
     from daybreak.leaderboard.ranking.score import GROUP_BY
 

@@ -37,7 +37,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from daybreak.analysis.stats import coefficient_of_variation
 from daybreak.errors import ConfigError
@@ -49,15 +49,19 @@ from daybreak.leaderboard.mlperf_rules import (
 )
 from daybreak.leaderboard.ingest.submission import (
     KIND_TRAIN, MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_SELF, Submission, SubmissionError, check_date,
-    load_json, one_line, printable,
+    load_json, one_line,
 )
+from daybreak.leaderboard.ingest.text_rules import printable
 from daybreak.leaderboard.ingest.systems import System, accelerator_name
 from daybreak.leaderboard.ingest.systems import apply as apply_system
 from daybreak.leaderboard.tasks import leaderboard_task
 from daybreak.mlperf_benchmarks import (
-    BENCHMARK_NAMES, OLD_FORMAT_ROUNDS, ROUND_FOLDER, ROUNDS, Benchmark, benchmark_of, init_limit, ruleset,
+    BENCHMARK_NAMES, OLD_FORMAT_ROUNDS, ROUND_FOLDER, ROUNDS, Benchmark, Goal, benchmark_of, init_limit, ruleset,
 )
 from daybreak.mlperf_benchmarks import normalize_round as round_name
+
+if TYPE_CHECKING:
+    from daybreak.leaderboard.store.database import Store
 
 FORMAT_MLPERF = "mlperf-training"
 MAX_LOG_BYTES = 64 * 1024 * 1024  # the largest published result file (v1.0) is about 4 MB
@@ -321,7 +325,7 @@ def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
         return run
     gbs = next((int(v) for e in events if e.key == "global_batch_size"
                 for v in [as_number(e.value)] if v is not None and float(v).is_integer()), None)
-    goal = bench.goal(round_, gbs)
+    goal = _goal(bench, round_, gbs)
     run.target = goal.headline.target
     run.goal_label = goal.label
     run.analysis = analyze(events, target=goal.headline.target, rules="mlperf", tolerance=None, unit="fraction",
@@ -332,6 +336,13 @@ def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
     if a.run_start is not None and a.run_stop is not None and a.run_stop.time_ms > a.run_start.time_ms:
         run.time_s = (a.run_stop.time_ms - a.run_start.time_ms) / 1000.0
     return run
+
+
+def _goal(bench: Benchmark, round_: str, global_batch_size: int | None = None) -> Goal:
+    """The round's target of a benchmark of that round (benchmark_of finds only those)."""
+    goal = bench.goal(round_, global_batch_size)
+    assert goal is not None, f"{bench.name} is not a benchmark of {round_}"
+    return goal
 
 
 def judge(run: Run, bench: Benchmark, division: str) -> Run:
@@ -348,7 +359,7 @@ def judge(run: Run, bench: Benchmark, division: str) -> Run:
         return run
     run.converged = True
     dawn = a.clocks.get("dawnbench")
-    if a.target_eval is not None and run.time_s is not None:
+    if a.target_eval is not None and run.time_s is not None and a.run_start is not None:  # time_s needs run_start
         end_s = (a.target_eval.end_ms - a.run_start.time_ms) / 1000.0
         if abs(end_s - run.time_s) > 0.0005:
             run.notes.append(f"{run.name}: run_stop comes {run.time_s - end_s:.3f} s after the end of its first "
@@ -460,7 +471,7 @@ def read_folder(folder: BenchmarkFolder, round_: str) -> tuple[Submission, list[
     return sub, problems
 
 
-def _run_order(path: Path) -> tuple:
+def _run_order(path: Path) -> tuple[int | str, ...]:
     """result_2.txt before result_10.txt."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name))
 
@@ -487,7 +498,7 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
     representative = (min(converged, key=lambda r: abs((r.time_s or 0) - (score.seconds or 0) / factor))
                       if converged else next((r for r in runs if r.analysis and r.analysis.evaluations), None))
     a = representative.analysis if representative is not None else None
-    goal = a.goal if a is not None and a.goal is not None else bench.goal(round_)
+    goal = a.goal if a is not None and a.goal is not None else _goal(bench, round_)
     target = goal.headline.target
     accuracy = _accuracy(a)
     rcp = rcp_check(folder.path, round_) if division == "closed" else None
@@ -655,7 +666,7 @@ def _curve(a: Analysis | None) -> list[tuple[float, float, float | None]]:
 
 
 # --- the whole tree ----------------------------------------------------------------------------------------
-def import_mlperf(store, root: Path, round_: str | None = None) -> tuple[str, ImportReport]:
+def import_mlperf(store: Store, root: Path, round_: str | None = None) -> tuple[str, ImportReport]:
     """Score and store every benchmark folder of the tree at ``root`` -> (the round, the report). One entry per
     transaction; the same content is never stored twice; a folder or file that cannot be used is reported and the
     import goes on (only a database error stops it)."""

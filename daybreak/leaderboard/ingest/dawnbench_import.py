@@ -168,7 +168,7 @@ def task_from_path(path: Path | None) -> str | None:
     return None
 
 
-def resolve_task(doc: dict, task: str | None, path: Path | None, what: str) -> LeaderboardTask:
+def resolve_task(doc: dict[str, Any], task: str | None, path: Path | None, what: str) -> LeaderboardTask:
     """--task / the form's task > misc.daybreakTask (daybreak's own DAWNBench JSON) > the folder it sits in. An MLPerf
     benchmark's board takes MLPerf results only (`daybreak leaderboard import-mlperf`)."""
     found = _named_task(doc, task, path, what)
@@ -178,7 +178,7 @@ def resolve_task(doc: dict, task: str | None, path: Path | None, what: str) -> L
     return found
 
 
-def _named_task(doc: dict, task: str | None, path: Path | None, what: str) -> LeaderboardTask:
+def _named_task(doc: dict[str, Any], task: str | None, path: Path | None, what: str) -> LeaderboardTask:
     known = ", ".join(t for t in task_names() if leaderboard_task(t).clock_rules != "mlperf")
     misc = doc.get("misc")
     stated = misc.get("daybreakTask") if isinstance(misc, dict) else None
@@ -200,7 +200,7 @@ def _named_task(doc: dict, task: str | None, path: Path | None, what: str) -> Le
                           f"or name it (--task / misc.daybreakTask; known: {known})")
 
 
-def _metadata(doc: dict, what: str) -> dict[str, str]:
+def _metadata(doc: dict[str, Any], what: str) -> dict[str, str]:
     version = doc.get("version")
     if version is not None and not (isinstance(version, str) and _VERSION.match(version.strip())):
         raise SubmissionError(f"{what}: 'version' {one_line(str(version), 20)!r} is not DAWNBench v1 (expected 'v1.0')")
@@ -255,7 +255,8 @@ def _value_text(task: LeaderboardTask, accuracy: float) -> str:
     return f"F1 {accuracy:.4f}" if task.metric == "f1" else f"{accuracy * 100:.2f}%"
 
 
-def _training(doc: dict, tsv: bytes, task: LeaderboardTask, common: dict, what: str, tsv_what: str) -> Submission:
+def _training(doc: dict[str, Any], tsv: bytes, task: LeaderboardTask, common: dict[str, Any], what: str,
+              tsv_what: str) -> Submission:
     table = parse_tsv(tsv, tsv_what)
     column = _canonical_column(task.dawnbench_field)
     if column not in table.columns:
@@ -294,7 +295,7 @@ def _training(doc: dict, tsv: bytes, task: LeaderboardTask, common: dict, what: 
     return sub.finish({"document": doc, "tsv": {"columns": table.columns, "rows": table.rows}})
 
 
-def _inference(doc: dict, task: LeaderboardTask, common: dict, what: str) -> Submission:
+def _inference(doc: dict[str, Any], task: LeaderboardTask, common: dict[str, Any], what: str) -> Submission:
     latency = number_field(doc, "latency", what, required=True)
     cost = number_field(doc, "cost", what, required=False)
     check_price_per_example(cost, latency, what, "'cost'")

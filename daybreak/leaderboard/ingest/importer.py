@@ -22,14 +22,18 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from daybreak.leaderboard.ingest.dawnbench_import import parse_dawnbench
 from daybreak.leaderboard.ingest.runs_import import is_external, parse_inference, parse_repeat, parse_run
-from daybreak.leaderboard.ingest.text_rules import visible
+from daybreak.leaderboard.ingest.text_rules import printable, visible
 from daybreak.leaderboard.ingest.submission import (
     FORMAT_INFERENCE, FORMAT_REPEAT, FORMAT_RUN, MAX_FILE_BYTES, MAX_SOURCE_CHARS, PROVENANCE_RUN,
-    Submission, SubmissionError, load_json, one_line, printable, shown, text_field,
+    Submission, SubmissionError, load_json, one_line, shown, text_field,
 )
+
+if TYPE_CHECKING:
+    from daybreak.leaderboard.store.database import Store
 
 RUN_FILES = ("result.json", "inference.json")
 REPEAT_FILE = "summary.json"  # daybreak.analysis.sources.REPEAT_FILE
@@ -71,7 +75,8 @@ def parse_submission(json_bytes: bytes, tsv_bytes: bytes | None = None, *, sourc
     return parse_dawnbench(doc, tsv_bytes, source=source, task=task, path=path, what=what, tsv_what=tsv_what)
 
 
-def _ordered_runs(summary: dict, run_files: list[tuple[str, bytes]], what: str) -> list[tuple[str, dict]]:
+def _ordered_runs(summary: dict[str, Any], run_files: list[tuple[str, bytes]], what: str
+                  ) -> list[tuple[str, dict[str, Any]]]:
     """The run records of a repeat summary, in the summary's order (matched on run_id)."""
     listed = summary.get("runs")
     if not isinstance(listed, list):
@@ -86,7 +91,7 @@ def _ordered_runs(summary: dict, run_files: list[tuple[str, bytes]], what: str) 
                               "repeat directory)")
     if len(run_files) > MAX_RUN_FILES:
         raise SubmissionError(f"{what}: more than {MAX_RUN_FILES} run records")
-    by_id: dict[str, tuple[str, dict]] = {}
+    by_id: dict[str, tuple[str, dict[str, Any]]] = {}
     for name, data in run_files:
         run_what = f"{what}: run {one_line(name, 80)}"
         doc = load_json(data, run_what)
@@ -157,7 +162,7 @@ class ImportReport:
         return (f"{self.stored} stored, {self.duplicates} already stored, {self.skipped} skipped "
                 f"({self.files} files)")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "stored": self.stored, "duplicates": self.duplicates, "skipped": self.skipped, "files": self.files,
             "outcomes": [o.__dict__ for o in self.outcomes],
@@ -376,7 +381,8 @@ def _external(sub: Submission) -> bool:
     return is_external(load_run(sub.document, sub.source))
 
 
-def import_paths(store, paths: list[Path], *, task: str | None = None, submitter: str | None = None) -> ImportReport:
+def import_paths(store: Store, paths: list[Path], *, task: str | None = None, submitter: str | None = None
+                 ) -> ImportReport:
     """Validate and store every submission under ``paths``; one entry per transaction, duplicates not re-stored.
 
     A file that cannot be read or parsed for any reason is reported (skipped) and the import goes on with the

@@ -140,6 +140,7 @@ def check_required(run: "RunResult", what: str) -> None:
         if getattr(run, name) is None:
             raise SubmissionError(f"{what}: {name}: required field is null (a run that reached its target states it)")
     if in_memory:
+        assert run.train_examples is not None and run.effective_batch_size is not None  # required just above
         steps = max(run.train_examples // (run.effective_batch_size * run.world_size), 1)
         if run.steps_per_epoch != steps:
             raise SubmissionError(f"{what}: steps_per_epoch {run.steps_per_epoch} is not the {steps} whole global "
@@ -162,8 +163,10 @@ def close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-5) -> bool:
 
 
 def _finite(value: float | None, what: str, lo: float = 0.0, hi: float = MAX_SECONDS) -> float | None:
-    if value is None:
-        return None
+    return None if value is None else _number(value, what, lo, hi)
+
+
+def _number(value: float, what: str, lo: float = 0.0, hi: float = MAX_SECONDS) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SubmissionError(f"{what} must be a number")
     if not math.isfinite(value):
@@ -305,7 +308,7 @@ def check_sections(run: "RunResult", what: str) -> None:
                               f"per_device_batch_size {run.per_device_batch_size} (the data source uses at most it)")
 
 
-def check_latency(record: dict, what: str) -> None:
+def check_latency(record: dict[str, Any], what: str) -> None:
     """An inference record's batch-1 latencies (validated by InferenceResult) agree with one another: n is the
     record's n_examples, the percentiles go up from min to max, the mean is between them and is total / n."""
     lat = record["latency"]
@@ -404,12 +407,13 @@ def check_energy(run: "RunResult", what: str) -> None:
         return
     first = run.history[index]
     for name, value in e.joules_to_target.items():
-        if value is not None and first.energy_j.get(name) is not None and not close(value, first.energy_j[name]):
+        there = first.energy_j.get(name)
+        if value is not None and there is not None and not close(value, there):
             raise SubmissionError(f"{what}: energy.joules_to_target.{name} {value:g} J is not the history's "
                                   f"{first.energy_j[name]:g} J at the first evaluation at or above the target")
 
 
-def check_inference_energy(record: dict, what: str) -> float | None:
+def check_inference_energy(record: dict[str, Any], what: str) -> float | None:
     """An inference record's batch-1 energy (its ``energy.latency``) -> joules per 10,000 examples, checked
     against the latency it measured; None when the record carries none."""
     e = record.get("energy")
@@ -419,7 +423,7 @@ def check_inference_energy(record: dict, what: str) -> float | None:
     per_10k = w.get("joules_per_10k")
     if per_10k is None:
         return None
-    per_10k = _finite(per_10k, f"{what}: energy.latency.joules_per_10k", hi=MAX_ENERGY_J)
+    per_10k = _number(per_10k, f"{what}: energy.latency.joules_per_10k", hi=MAX_ENERGY_J)
     joules = _finite(w.get("joules"), f"{what}: energy.latency.joules", hi=MAX_ENERGY_J)
     seconds = _finite(w.get("seconds"), f"{what}: energy.latency.seconds")
     timed = _finite(w.get("timed_s"), f"{what}: energy.latency.timed_s")

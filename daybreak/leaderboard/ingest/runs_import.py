@@ -19,7 +19,8 @@ is not ranked on those objectives; one whose figures are not physical is refused
 from __future__ import annotations
 
 import re
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from daybreak.errors import ConfigError
 from daybreak.leaderboard.ingest.plausibility import (
@@ -32,8 +33,13 @@ from daybreak.leaderboard.ingest.submission import (
     validate_record,
 )
 from daybreak.leaderboard.ingest.systems import apply as apply_system
-from daybreak.leaderboard.ingest.systems import from_run_document
+from daybreak.leaderboard.ingest.systems import from_run_document, section
 from daybreak.leaderboard.tasks import LeaderboardTask, leaderboard_task, task_names
+
+if TYPE_CHECKING:
+    from daybreak.records.repeat import RepeatSummary
+    from daybreak.records.run import RunResult
+    from daybreak.records.significance import TargetSignificance
 
 
 def _task(name: Any, what: str) -> LeaderboardTask:
@@ -53,7 +59,7 @@ EXTERNAL_DETAIL = ("external program timed by `daybreak time`: its accuracy and 
                    "claims")
 
 
-def load_run(doc: dict, what: str):
+def load_run(doc: dict[str, Any], what: str) -> RunResult:
     """A daybreak ``result.json`` document -> RunResult, validated strictly (submission.validate_record: JSON
     types as the model declares them, and the model's constraints); one-line SubmissionError if it is not one."""
     from daybreak.records.run import RunResult
@@ -63,11 +69,12 @@ def load_run(doc: dict, what: str):
     return run
 
 
-def is_external(run) -> bool:
+def is_external(run: RunResult) -> bool:
     return run.recipe == EXTERNAL_RECIPE or run.device == "external"
 
 
-def run_time(run, task: LeaderboardTask, what: str, *, allow_unreached: bool = False):
+def run_time(run: RunResult, task: LeaderboardTask, what: str, *, allow_unreached: bool = False
+             ) -> tuple[list[float], str | None, int | None]:
     """(DAWNBench clock of every evaluation, conversion note or None, index of the first evaluation at or above
     the leaderboard's target or None). Checks everything in :mod:`daybreak.leaderboard.ingest.plausibility`."""
     check_run(run, what)
@@ -94,7 +101,8 @@ def run_time(run, task: LeaderboardTask, what: str, *, allow_unreached: bool = F
     return hours_at, converted, index
 
 
-def run_energy(run, index: int | None, seconds: float | None, what: str) -> tuple[float | None, str, str | None]:
+def run_energy(run: RunResult, index: int | None, seconds: float | None, what: str
+               ) -> tuple[float | None, str, str | None]:
     """(joules under DAWNBench's clock to the leaderboard's target, the kinds they cover, why there are none)."""
     if index is None or seconds is None:
         return None, "", None
@@ -106,7 +114,8 @@ def run_energy(run, index: int | None, seconds: float | None, what: str) -> tupl
     return float(value), "+".join(run.energy.covers), None
 
 
-def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreached: bool = False) -> Submission:
+def parse_run(doc: dict[str, Any], *, source: str, what: str | None = None, allow_unreached: bool = False
+              ) -> Submission:
     """A daybreak ``result.json`` (kind ``daybreak.run``) -> a training submission (self-reported: the importer
     or the reproduction sets the provenance)."""
     what = what or source
@@ -161,7 +170,17 @@ def parse_run(doc: dict, *, source: str, what: str | None = None, allow_unreache
     return sub.finish({"document": doc})
 
 
-def attribution(run, what: str) -> dict[str, str]:
+class Attribution(TypedDict):
+    """Who ran a record and what code (Submission's fields of the same names)."""
+
+    author: str
+    author_email: str
+    code_url: str
+    code_commit: str
+    recipe_sha256: str
+
+
+def attribution(run: RunResult, what: str) -> Attribution:
     """Who ran it and what code: the run's ``--author``, its git commit and recipe hash, and a link to that commit
     when the checkout had a remote on a known host (else the remote's own URL, else no link: the page shows the
     commit and the recipe hash as text)."""
@@ -201,8 +220,8 @@ def code_link(remote: str | None, commit: str) -> str:
     return remote if remote.startswith("https://") else ""
 
 
-def run_summary(run, hours_at: list[float], index: int | None, energy_j: float | None = None,
-                energy_covers: str = "") -> dict:
+def run_summary(run: RunResult, hours_at: list[float], index: int | None, energy_j: float | None = None,
+                energy_covers: str = "") -> dict[str, Any]:
     """The compact per-run part of a multi-run entry's document (what its page and a reproduction need)."""
     first = None if index is None else run.history[index]
     return {
@@ -222,7 +241,7 @@ def run_summary(run, hours_at: list[float], index: int | None, energy_j: float |
 MAX_REPEAT_RUNS = 100
 
 
-def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source: str,
+def parse_repeat(summary_doc: dict[str, Any], run_docs: list[tuple[str, dict[str, Any]]], *, source: str,
                  what: str | None = None) -> Submission:
     """A ``daybreak repeat`` directory -> one training entry ranked by the olympic mean of its runs' DAWNBench
     times (MLPerf's score: the fastest and the slowest run dropped), with N, the CV and the fraction that reached
@@ -247,7 +266,11 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
     seeds = [r.seed for r in summary.runs]
     if len(set(seeds)) != len(seeds) or seeds != list(summary.seeds):
         raise SubmissionError(f"{what}: the runs' seeds {seeds} are not the summary's distinct seeds")
-    runs, compact, times, energies, no_energy = [], [], [], [], []
+    runs: list[RunResult] = []
+    compact: list[dict[str, Any]] = []
+    times: list[float] = []
+    energies: list[tuple[float, str]] = []
+    no_energy: list[str] = []
     for i, (listed, (name, doc)) in enumerate(zip(summary.runs, run_docs)):
         run_what = f"{what}: run {one_line(name, 80)}"
         run = load_run(doc, run_what)
@@ -334,10 +357,13 @@ def parse_repeat(summary_doc: dict, run_docs: list[tuple[str, dict]], *, source:
     return sub.finish({"summary": summary_doc, "runs": [doc for _, doc in run_docs]})
 
 
-def accuracy_note(sig, task: LeaderboardTask) -> str:
+def accuracy_note(sig: TargetSignificance, task: LeaderboardTask) -> str:
     """The multi-run entry's accuracy against the target, as the nanoGPT speedrun judges a record: the mean final
     accuracy above the target at p < 0.01 (one-sided t-test), with its 99% interval."""
-    pct = (lambda a: f"{a:.4f}") if task.metric == "f1" else (lambda a: f"{a * 100:.2f}%")
+    def pct(a: float | None) -> str:
+        assert a is not None  # the runs' final accuracies are checked finite: their mean and interval exist
+        return f"{a:.4f}" if task.metric == "f1" else f"{a * 100:.2f}%"
+
     interval = (f" ({sig.confidence * 100:g}% CI {pct(sig.ci_low)} to {pct(sig.ci_high)})" if sig.ci_low is not None
                 else "")
     verdict = ("above the target at p < 0.01" if sig.significant else "not shown above the target at p < 0.01")
@@ -346,22 +372,22 @@ def accuracy_note(sig, task: LeaderboardTask) -> str:
             f"{pct(sig.mean)}{interval}: {verdict}{p}")
 
 
-def check_summary(summary, runs: list, what: str) -> None:
+def check_summary(summary: RepeatSummary, runs: list[RunResult], what: str) -> None:
     """A repeat summary is what daybreak's summarize makes of its runs (daybreak.analysis.repeat): each listed run
     as its record says, the reached count and fraction, and every statistic of the times and epochs to target
     recomputed from the runs (daybreak.analysis.stats); the significance test's figures within their ranges; the
     summary made in [2017, tomorrow]."""
     from daybreak.analysis.stats import epoch_stats, time_stats
 
-    def same(a, b) -> bool:
+    def same(a: float | None, b: float | None) -> bool:
         if a is None or b is None:
             return a is None and b is None
         return close(float(a), float(b), rel=1e-6, abs_tol=1e-9)
 
     for i, (listed, run) in enumerate(zip(summary.runs, runs)):
-        reached = run.reached
-        expected = {"reached": reached, "time_to_target_s": run.time_to_target_s if reached else None,
-                    "epochs_to_target": run.epochs_to_target if reached else None,
+        run_reached = run.reached
+        expected = {"reached": run_reached, "time_to_target_s": run.time_to_target_s if run_reached else None,
+                    "epochs_to_target": run.epochs_to_target if run_reached else None,
                     "final_accuracy": run.final_accuracy, "best_accuracy": run.best_accuracy, "train_s": run.train_s}
         for name, value in expected.items():
             given = getattr(listed, name)
@@ -407,7 +433,7 @@ def check_summary(summary, runs: list, what: str) -> None:
                                               f"{summary.provenance.created_at.date().isoformat()}")
 
 
-def _dawnbench_clock(run) -> tuple[list[float], str | None]:
+def _dawnbench_clock(run: RunResult) -> tuple[list[float], str | None]:
     """Each evaluation's time under DAWNBench v1's rules, whatever the run's headline rule set. Records made
     before the rule sets (no ``clock_s``) timed training only: their init time is added back (and evaluation
     taken out where it was counted), and a note says the figure was converted."""
@@ -422,7 +448,7 @@ def _dawnbench_clock(run) -> tuple[list[float], str | None]:
                  + (", evaluation taken out" if run.clock.eval_included else ""))
 
 
-def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submission:
+def parse_inference(doc: dict[str, Any], *, source: str, what: str | None = None) -> Submission:
     """A daybreak ``inference.json`` (kind ``daybreak.inference``) -> an inference submission."""
     what = what or source
     record = _inference_record(doc, what)
@@ -469,7 +495,7 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
     if per_10k is None:
         notes.append("no price: not ranked on inference-cost")
     energy = check_inference_energy(record, what)
-    energy_record = record.get("energy") if isinstance(record.get("energy"), dict) else {}
+    energy_record = section(record, "energy")
     covers = "+".join(str(k) for k in energy_record.get("covers") or []) if energy is not None else ""
     if energy is not None:
         notes.append(f"energy {energy:.6g} J per 10,000 examples of the batch-1 pass ({covers or 'no kind named'}; "
@@ -493,7 +519,7 @@ def parse_inference(doc: dict, *, source: str, what: str | None = None) -> Submi
     return sub.finish({"document": doc})
 
 
-def _inference_record(doc: dict, what: str) -> dict:
+def _inference_record(doc: dict[str, Any], what: str) -> dict[str, Any]:
     """The document validated strictly as daybreak's InferenceResult (submission.validate_record), as a dict."""
     from daybreak.records.inference import InferenceResult
 
@@ -515,9 +541,7 @@ def _hardware(system: Any) -> str:
     return "unknown"
 
 
-def _datetime(value: Any, what: str):
-    from datetime import datetime
-
+def _datetime(value: Any, what: str) -> datetime:
     if isinstance(value, datetime):
         return as_naive_utc(value)
     if isinstance(value, str):

@@ -13,13 +13,18 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from daybreak.errors import DaybreakError
 # CONTROL_CHARACTERS: re-exported for the board's queries
 from daybreak.leaderboard.ingest.text_rules import CONTROL_CHARACTERS as CONTROL_CHARACTERS
 from daybreak.leaderboard.ingest.text_rules import nfc, nfc_document, printable, text_problem
 from daybreak.text import one_line as text_one_line
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+Record = TypeVar("Record", bound="BaseModel")
 
 # Bounds on what one submission may hold. The web server's request limit (1 MiB) covers a JSON and its TSV.
 MAX_FILE_BYTES = 1024 * 1024
@@ -280,7 +285,7 @@ def check_document(obj: Any, what: str) -> None:
     magnitude, nesting at most MAX_JSON_DEPTH deep, and every string (keys included) real Unicode (JSON's
     ``\\ud800`` escapes can make lone surrogates), at most MAX_FIELD_CHARS long, without control or invisible
     characters (daybreak.leaderboard.ingest.text_rules). The first problem is refused, naming its place."""
-    stack: list[tuple[Any, tuple, int]] = [(obj, (), 1)]
+    stack: list[tuple[Any, tuple[Any, ...], int]] = [(obj, (), 1)]
     while stack:
         item, path, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
@@ -297,7 +302,7 @@ def check_document(obj: Any, what: str) -> None:
             _check_text(item, path, what, "text")
 
 
-def _check_text(text: str, path: tuple, what: str, which: str) -> None:
+def _check_text(text: str, path: tuple[Any, ...], what: str, which: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -311,7 +316,7 @@ def _check_text(text: str, path: tuple, what: str, which: str) -> None:
         raise SubmissionError(f"{what}: {field_path(path)}: the {which} {problem}")
 
 
-def text_field(doc: dict, key: str, what: str, *, required: bool) -> str:
+def text_field(doc: dict[str, Any], key: str, what: str, *, required: bool) -> str:
     """A display string: str, trimmed, no control or invisible characters, at most MAX_FIELD_CHARS, in NFC. '' when
     optional and absent."""
     value = doc.get(key)
@@ -375,7 +380,7 @@ _BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"), "les
            "less_than": ("<", "lt")}
 
 
-def validation_message(err: Any) -> str:
+def validation_message(err: ValidationError) -> str:
     """The first error of a pydantic ValidationError on one line, naming the field:
     ``nodes: must be >= 1, not -1``, ``seed: must be an integer, not true``."""
     first = err.errors(include_url=False)[0]
@@ -396,7 +401,7 @@ def validation_message(err: Any) -> str:
     return f"{where}: {one_line(message, 160)}"
 
 
-def validate_record(model: Any, doc: Any, what: str, label: str) -> Any:
+def validate_record(model: type[Record], doc: Any, what: str, label: str) -> Record:
     """``doc`` (a parsed JSON document) as a ``model`` record, validated in pydantic's strict mode: numbers are
     JSON numbers (no booleans, no strings), integers are integers, text is text, date-times are ISO 8601 strings;
     plus the model's own constraints. One-line SubmissionError naming the field otherwise."""
@@ -434,7 +439,17 @@ def parse_number(value: Any, what: str) -> float:
     return number
 
 
-def number_field(doc: dict, key: str, what: str, *, required: bool, positive: bool = True,
+@overload
+def number_field(doc: dict[str, Any], key: str, what: str, *, required: Literal[True], positive: bool = True,
+                 maximum: float = MAX_QUANTITY) -> float: ...
+
+
+@overload
+def number_field(doc: dict[str, Any], key: str, what: str, *, required: bool, positive: bool = True,
+                 maximum: float = MAX_QUANTITY) -> float | None: ...
+
+
+def number_field(doc: dict[str, Any], key: str, what: str, *, required: bool, positive: bool = True,
                  maximum: float = MAX_QUANTITY) -> float | None:
     """A number field; None when optional and absent or null (DAWNBench files write null for 'not priced')."""
     if doc.get(key) is None:

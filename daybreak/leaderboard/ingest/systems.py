@@ -69,9 +69,21 @@ def framework_parts(text: str) -> tuple[str, str]:
     return m.group(1), m.group(2) or ""
 
 
+def section(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` when it is an object, else {} (an optional part of a stored document)."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def whole(doc: dict[str, Any], key: str, default: int) -> int:
+    """``doc[key]`` when it is an int, else ``default``."""
+    value = doc.get(key)
+    return value if isinstance(value, int) else default
+
+
 def from_run_document(doc: dict[str, Any]) -> System:
     """The system of a daybreak ``result.json`` / ``inference.json`` document (a dict as stored)."""
-    system = doc.get("system") if isinstance(doc.get("system"), dict) else {}
+    system = section(doc, "system")
     name, version = framework_parts(unicodedata.normalize("NFKC", str(doc.get("framework") or "")))
     if name.lower() == "unknown":
         name, version = "", ""
@@ -80,7 +92,7 @@ def from_run_document(doc: dict[str, Any]) -> System:
     if system.get("source") == "declared":  # `daybreak time --log`: only what the program declared
         return System(framework_name=name, framework_version=version, cloud_instance=str(doc.get("instance") or ""))
     if device.startswith("cuda") and gpus:
-        world = doc.get("world_size") if isinstance(doc.get("world_size"), int) else 1
+        world = whole(doc, "world_size", 1)
         accelerator, count = accelerator_name(gpus[0]), max(1, world)
     elif device.startswith("cpu") or not gpus:
         accelerator, count = CPU_ONLY, 0
@@ -191,10 +203,10 @@ def _cpu(text: str) -> str:
     return ""
 
 
-def _accelerator(text: str, instance: re.Match | None) -> tuple[str, int | None]:
+def _accelerator(text: str, instance: re.Match[str] | None) -> tuple[str, int | None]:
     """(accelerator, count over all nodes) as the text states them; ("", None) when it names none."""
     known = CLOUD_INSTANCES.get(instance.group(2)) if instance else None
-    per_instance = (known[1] * int(instance.group(1) or 1)) if known else None
+    per_instance = (known[1] * int(instance.group(1) or 1)) if known and instance else None
     for pattern, name in DAWNBENCH_ACCELERATORS:
         m = re.search(pattern, text)
         if m:
@@ -228,12 +240,12 @@ def stored_columns(source_format: str, document: Any, hardware: str, framework: 
     if source_format == FORMAT_DAWNBENCH:
         return from_dawnbench(hardware, framework).columns()
     if source_format == FORMAT_REPEAT and isinstance(document, dict):
-        summary = document.get("summary") if isinstance(document.get("summary"), dict) else {}
+        summary = section(document, "summary")
         runs = document.get("runs") or []
         first = runs[0] if runs and isinstance(runs[0], dict) else {}
         name, version = framework_parts(framework)
         device = str(first.get("device") or "")
-        world = first.get("world_size") if isinstance(first.get("world_size"), int) else 1
+        world = whole(first, "world_size", 1)
         gpu_name = re.sub(r"^\d+ x ", "", str(first.get("hardware") or "")).split(";")[0]
         cpu_only = device.startswith("cpu") or "(CPU only)" in str(first.get("hardware") or "")
         return System(accelerator=CPU_ONLY if cpu_only else accelerator_name(gpu_name),
@@ -241,7 +253,7 @@ def stored_columns(source_format: str, document: Any, hardware: str, framework: 
                       framework_version=version, cloud_instance=str(summary.get("instance") or "")).columns()
     if source_format in (FORMAT_RUN, FORMAT_INFERENCE) and isinstance(document, dict):
         values = from_run_document(document).columns()
-        context = document.get("context") if isinstance(document.get("context"), dict) else {}
+        context = section(document, "context")
         commit, recipe = str(context.get("git_commit") or ""), str(context.get("recipe_sha256") or "")
         values["code_commit"] = commit if re.fullmatch(r"[0-9a-f]{7,64}", commit) else ""
         values["recipe_sha256"] = recipe if re.fullmatch(r"[0-9a-f]{64}", recipe) else ""

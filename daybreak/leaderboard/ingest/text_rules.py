@@ -41,7 +41,9 @@ INVISIBLE_RULE = ("contains an invisible character ({}): format characters (Unic
 @lru_cache(maxsize=1)
 def _format_characters() -> str:
     """Every code point of general category Cf, as regex class ranges (planes 0, 1 and 14 hold them all)."""
-    out, start, last = [], None, None
+    out: list[tuple[int, int]] = []
+    start: int | None = None
+    last = -1
     for cp in (*range(0x20000), *range(0xE0000, 0xF0000)):
         if unicodedata.category(chr(cp)) == "Cf":
             if start is None or cp != last + 1:
@@ -55,20 +57,20 @@ def _format_characters() -> str:
 
 
 @lru_cache(maxsize=1)
-def invisible_re() -> re.Pattern:
+def invisible_re() -> re.Pattern[str]:
     """Everything refused in text: control characters, format characters, fillers, tags."""
     return re.compile(f"[{CONTROL_CHARACTERS}{_format_characters()}{FILLERS}{TAGS}]")
 
 
 @lru_cache(maxsize=1)
-def _unprintable_re() -> re.Pattern:
+def _unprintable_re() -> re.Pattern[str]:
     return re.compile(f"[{CONTROL_CHARACTERS}{_format_characters()}{FILLERS}{TAGS}\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
     """``text`` with every control, invisible or undecodable character written as an escape (``\\x1b``,
     ``\\u200b``, ``\\U000e0041``)."""
-    def esc(m: re.Match) -> str:
+    def esc(m: re.Match[str]) -> str:
         c = ord(m.group(0))
         return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeGuard
 
 from daybreak.errors import ConfigError
 from daybreak.leaderboard.ranking.query import BoardQuery, QueryError
 from daybreak.leaderboard.ranking.query import parse_provenance as parse_provenance  # the CLI's and the web's reader
 from daybreak.leaderboard.ingest.submission import PROVENANCE_SELF
+
+if TYPE_CHECKING:
+    from daybreak.leaderboard.store.database import Store
 
 
 NOT_A_NUMBER = "\u2014"  # what a value that is not a finite number shows (never stored since the bounds)
@@ -114,8 +117,9 @@ ENERGY_OBJECTIVES = ("train-energy", "inference-energy")
 def unranked_reason(entry: Any, objective: Objective) -> str:
     """Why ``entry`` has no place on ``objective``'s table, in words true for that objective."""
     reached = getattr(entry, "time_to_target_s", None) is not None or objective.kind == "inference"
+    notes: list[str] = getattr(entry, "notes", None) or []
     if objective.name in ENERGY_OBJECTIVES:
-        for note in getattr(entry, "notes", None) or []:
+        for note in notes:
             if note.startswith("no energy"):  # the importer's note: "no energy: not ranked on X (why)" or "...: why"
                 why = note[note.index("(") + 1:-1] if note.endswith(")") and "(" in note else note.split(": ", 1)[-1]
                 return f"no energy: {why}"
@@ -127,7 +131,7 @@ def unranked_reason(entry: Any, objective: Objective) -> str:
         if not reached:
             return "did not reach the target"
         return "no energy counter was read for it"
-    for note in getattr(entry, "notes", None) or []:
+    for note in notes:
         if note.startswith("not scored: "):  # an MLPerf result that is not valid by its rules (import-mlperf's note)
             return note
     if not reached:
@@ -144,12 +148,12 @@ def get_objective(name: str) -> Objective:
         raise ConfigError(f"unknown objective {name!r}; known: {', '.join(OBJECTIVES)}") from None
 
 
-def sort_key(value: float, submitted_at: Any, entry_id: int) -> tuple:
+def sort_key(value: float, submitted_at: Any, entry_id: int) -> tuple[float, Any, int]:
     """Smaller value first; ties: the earlier submission, then the entry stored first."""
     return (value, submitted_at, entry_id)
 
 
-def _rankable(value: Any) -> bool:
+def _rankable(value: Any) -> TypeGuard[float]:
     from daybreak.leaderboard.store.database import MAX_RANKED_VALUE
 
     return isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= MAX_RANKED_VALUE
@@ -292,7 +296,7 @@ def rows_from(entries: Sequence[Any], objective: Objective, first_rank: int = 1,
     return out
 
 
-def leaderboard(store, task: str, objective: str | Objective, top: int | None = None, offset: int = 0,
+def leaderboard(store: Store, task: str, objective: str | Objective, top: int | None = None, offset: int = 0,
                 provenance: Sequence[str] | None = None, query: BoardQuery | None = None) -> list[dict[str, Any]]:
     """Rows ``offset+1`` .. ``offset+top`` of one task x objective from the store, filtered and ordered by
     ``query``; each row's rank is its rank on the objective among the rows the filters keep. Adjacent rows are

@@ -20,7 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import date
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from daybreak.errors import ConfigError
 from daybreak.leaderboard.ingest.submission import CONTROL_CHARACTERS, PROVENANCES
@@ -63,7 +63,7 @@ class BoardQuery:
     order: str = "asc"
     ref: int | None = None
 
-    def replace(self, **changes: object) -> "BoardQuery":
+    def replace(self, **changes: Any) -> "BoardQuery":
         return dataclasses.replace(self, **changes)
 
     @property
@@ -165,7 +165,7 @@ def _choice(name: str, text: str, choices: Sequence[str]) -> str:
     return text
 
 
-PARSERS = {
+PARSERS: dict[str, Callable[[str], Any]] = {  # each parameter's reader: text -> its BoardQuery field's value
     "accelerator": lambda t: _text("accelerator", t),
     "framework": lambda t: _text("framework", t),
     "min_count": lambda t: _whole("min_count", t, 0, MAX_COUNT),
@@ -197,4 +197,4 @@ def parse_query(params: Mapping[str, str]) -> BoardQuery:
     Each parameter is judged on its own, as the API's OpenAPI document states them: filters intersect, so an empty
     range (``min_count=9&max_count=8``, ``since`` after ``until``) is a valid query that no entry matches."""
     values = {name: parse(params[name]) for name, parse in PARSERS.items() if params.get(name) not in (None, "")}
-    return BoardQuery(**values)  # type: ignore[arg-type]
+    return BoardQuery(**values)

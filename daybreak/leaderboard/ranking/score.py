@@ -14,7 +14,7 @@ entry writes it.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from daybreak.analysis.stats import (
     R_MAX, UNSOLVED, algoperf_score, best_times, performance_ratio, r_max_option, task_score,
@@ -24,10 +24,13 @@ from daybreak.leaderboard.ranking.objectives import OBJECTIVES, format_hms
 from daybreak.leaderboard.tasks import leaderboard_task, task_names
 from daybreak.leaderboard.ingest.text_rules import fold
 
+if TYPE_CHECKING:
+    from daybreak.leaderboard.store.database import Store
+
 GROUP_BY = ("author", "hardware", "model", "framework")
 
 
-def leaderboard_score(store, by: str = "author", tasks: Sequence[str] | None = None, r_max: float = R_MAX,
+def leaderboard_score(store: Store, by: str = "author", tasks: Sequence[str] | None = None, r_max: float = R_MAX,
                       provenance: Sequence[str] | None = None) -> dict[str, Any]:
     """{"r_max", "by", "tasks", "best_times_s", "groups": [{"rank", "name", "score", "tasks_solved", "cells"}],
     "left_out", "method"}: every group of ranked training entries, best score first."""
@@ -54,7 +57,7 @@ def leaderboard_score(store, by: str = "author", tasks: Sequence[str] | None = N
     # the tasks: those asked for, else every task where some group has a ranked entry
     tasks_scored = wanted if tasks else [t for t in wanted if any(t in row for row in times.values())]
     best = best_times(times, tasks_scored)
-    groups = []
+    groups: list[dict[str, Any]] = []
     for name, row in times.items():
         cells, ratios = [], []
         for task in tasks_scored:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from daybreak.errors import DaybreakError
-from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, FORMAT_RUN, KIND_TRAIN, SubmissionError, printable
+from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, FORMAT_RUN, KIND_TRAIN, SubmissionError
+from daybreak.leaderboard.ingest.text_rules import printable
 from daybreak.text import one_line
 
 MAX_NPROC = 64  # devices one reproduction may ask for on the host
@@ -121,8 +122,9 @@ def _overrides(recipe_name: str, task: str, hyperparameters: Any) -> tuple[str, 
     return recipe.name, out
 
 
-def _run_plan(task: str, recipe: str, hyperparameters: Any, seed: Any, rules: Any, world_size: Any,
+def _run_plan(task: Any, recipe: Any, hyperparameters: Any, seed: Any, rules: Any, world_size: Any,
               eval_every_epochs: Any, eval_every_steps: Any) -> RunPlan:
+    """One run of a plan from the values a stored record holds (any JSON value: each is checked here)."""
     from daybreak.rules import RULE_SETS
     from daybreak.tasks import TASKS
 

@@ -45,13 +45,19 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from daybreak.errors import DaybreakError
 from daybreak.executors import ExecutorOptions
 from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
-from daybreak.leaderboard.ingest.submission import SubmissionError, printable
+from daybreak.leaderboard.ingest.submission import SubmissionError
+from daybreak.leaderboard.ingest.text_rules import printable
 from daybreak.text import one_line
+
+if TYPE_CHECKING:
+    from daybreak.executors import Trial, TrialOutcome
+    from daybreak.leaderboard.reproduce.plan import Plan
+    from daybreak.leaderboard.store.database import Lease, Store
 
 DEFAULT_TIMEOUT_S = 4 * 3600.0
 LEASE = "reproduce"
@@ -79,7 +85,7 @@ def _log_tail(path: Path, lines: int = 5) -> str:
     return one_line(printable(" | ".join(tail)), 400)
 
 
-def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float, cost_per_hour: float | None,
+def _run_trials(plan: Plan, folder: Path, executor: ExecutorOptions, timeout_s: float, cost_per_hour: float | None,
                 python: str, say: Callable[[str], None], lost: threading.Event | None = None) -> list[str]:
     """Every run of the plan as a trial of ``executor`` (a fresh ``daybreak run`` process each: locally, or as one
     Slurm job array) -> the run directories' names, in the plan's order. A trial the executor could not run, or
@@ -94,7 +100,7 @@ def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float,
               for name, rp in zip(names, plan.runs)]
     started = time.monotonic()
 
-    def done(trial, outcome) -> None:
+    def done(trial: Trial, outcome: TrialOutcome) -> None:
         where = f" on {outcome.host}" if outcome.host else ""
         say(f"  {trial.key}: exit status {outcome.exit_code}{where} after {time.monotonic() - started:.1f} s")
 
@@ -113,10 +119,10 @@ def _run_trials(plan, folder: Path, executor: ExecutorOptions, timeout_s: float,
     return names
 
 
-def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
+def reproduce(store: Store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
               cost_per_hour: float | None = None, python: str = sys.executable,
               log: Callable[[str], None] | None = None, executor: ExecutorOptions | None = None,
-              lease=None, lost: threading.Event | None = None) -> Outcome:
+              lease: Lease | None = None, lost: threading.Event | None = None) -> Outcome:
     """Re-run entry ``entry_id`` on this machine (or through ``executor``: a Slurm job array) and store the
     reproduction (see the module docstring). ``lease``: the worker's job (a store Lease), finished in the
     transaction that stores the result, which stores nothing unless the lease still holds; ``lost``: set by the
@@ -178,8 +184,9 @@ def reproduce(store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAUL
     except OSError as e:
         raise ReproduceError(f"cannot read the reproduction's record: {e.strerror or e}") from None
     sub.submitter = "host"
-    reached = sub.time_to_target_s is not None
-    ratio = sub.time_to_target_s / entry.time_to_target_s if reached and entry.time_to_target_s else None
+    time_s = sub.time_to_target_s
+    reached = time_s is not None
+    ratio = time_s / entry.time_to_target_s if time_s is not None and entry.time_to_target_s else None
 
     def describe(repro_id: int) -> str:
         if reached:
@@ -215,7 +222,7 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def work(store, options: WorkerOptions, stop: threading.Event | None = None) -> int:
+def work(store: Store, options: WorkerOptions, stop: threading.Event | None = None) -> int:
     """Run queued reproductions one at a time until stopped (or, with ``once``, until none is queued) ->
     the number of jobs finished."""
     say = options.log or (lambda m: print(f"daybreak: {m}", file=sys.stderr, flush=True))
@@ -253,7 +260,8 @@ def work(store, options: WorkerOptions, stop: threading.Event | None = None) -> 
             pass
 
 
-def run_job(store, lease, entry_id: int, options: WorkerOptions, holder: str, say: Callable[[str], None]) -> None:
+def run_job(store: Store, lease: Lease, entry_id: int, options: WorkerOptions, holder: str,
+            say: Callable[[str], None]) -> None:
     """One job under ``lease``: a heartbeat thread renews it (and the worker's lease on the database) every
     ``heartbeat_s``; when the lease is found gone, the trials are stopped and the job's history says why."""
     from daybreak.leaderboard.store.database import LeaseLost
@@ -295,7 +303,7 @@ def run_job(store, lease, entry_id: int, options: WorkerOptions, holder: str, sa
         beater.join(timeout=5)
 
 
-def _end(store, lease, holder: str, status: str, reason: str, say: Callable[[str], None]) -> None:
+def _end(store: Store, lease: Lease, holder: str, status: str, reason: str, say: Callable[[str], None]) -> None:
     from daybreak.leaderboard.store.database import LeaseLost
 
     try:
@@ -305,7 +313,7 @@ def _end(store, lease, holder: str, status: str, reason: str, say: Callable[[str
         _lost(store, lease, holder, f"{e} (it would have ended {status}: {one_line(reason, 120)})", say)
 
 
-def _lost(store, lease, holder: str, detail: str, say: Callable[[str], None]) -> None:
+def _lost(store: Store, lease: Lease, holder: str, detail: str, say: Callable[[str], None]) -> None:
     """Record in the job's history that this worker lost its lease and stored nothing (the job itself, now
     another worker's, is left as it is)."""
     line = (f"lease {lease.number} lost by {holder}: {store.why_lost(lease)}; {detail}; this worker stopped its "

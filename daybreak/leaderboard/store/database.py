@@ -42,12 +42,12 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import (
-    Double, DateTime, Index, Integer, String, Text, and_, case, create_engine, event, extract, func, inspect, or_,
-    select, text, update,
+    Column, ColumnElement, Double, DateTime, Index, Integer, SQLColumnExpression, String, Table, Text, and_, case,
+    create_engine, event, extract, func, inspect, or_, select, text, update,
 )
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import CursorResult, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from daybreak.errors import DaybreakError
@@ -163,7 +163,8 @@ class Entry(Base):
 
     @property
     def curve(self) -> list[list[float | None]]:
-        return json.loads(self.curve_json or "[]")
+        points: list[list[float | None]] = json.loads(self.curve_json or "[]")
+        return points
 
     @property
     def document(self) -> Any:
@@ -171,11 +172,13 @@ class Entry(Base):
 
     @property
     def notes(self) -> list[str]:
-        return json.loads(self.notes_json or "[]")
+        notes: list[str] = json.loads(self.notes_json or "[]")
+        return notes
 
     @property
     def tsv_columns(self) -> list[str]:
-        return json.loads(self.tsv_columns_json or "[]")
+        columns: list[str] = json.loads(self.tsv_columns_json or "[]")
+        return columns
 
     @property
     def run_times(self) -> list[float]:
@@ -331,7 +334,7 @@ def _brief(err: BaseException) -> str:
     return one_line(lines[0] if lines else type(orig).__name__, 200)
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     """WAL: readers do not block the writer; NORMAL sync is crash-safe in WAL mode and much faster per commit."""
     cursor = dbapi_connection.cursor()
     try:
@@ -341,19 +344,34 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
         cursor.close()
 
 
+def _table(model: type[Base]) -> Table:
+    """A mapped class's Table (DeclarativeBase declares ``__table__`` as any FromClause)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+def _rowcount(result: object) -> int:
+    """Rows an UPDATE changed (Session.execute declares a Result; a DML statement's is a CursorResult)."""
+    assert isinstance(result, CursorResult)
+    return result.rowcount
+
+
 @dataclass
 class Ranked:
     entry: Any  # a list row (LIST_COLUMNS as attributes) or an Entry
     value: float
-    rank: int | None = None  # among the rows the query kept (smallest value first)
+    rank: int  # among the rows the query kept (smallest value first)
 
 
-FACETS = {  # a board's filter dimension -> what it groups on (BoardQuery's names)
+FACETS: dict[str, SQLColumnExpression[Any]] = {  # a board's filter dimension -> what it groups on (BoardQuery's names)
     "accelerator": Entry.accelerator_key, "framework": Entry.framework_key,
     "year": extract("year", Entry.submitted_at), "provenance": Entry.provenance, "rules": Entry.clock_rules,
     "division": Entry.division, "availability": Entry.availability,
 }
-FACET_LABELS = {"accelerator": Entry.accelerator, "framework": Entry.framework_name}  # a folded group's name
+# a folded group's name
+FACET_LABELS: dict[str, SQLColumnExpression[Any]] = {"accelerator": Entry.accelerator,
+                                                     "framework": Entry.framework_name}
 MAX_FACETS = 200  # values of one dimension a board lists at most
 
 
@@ -491,7 +509,7 @@ class Store:
         return StoreError(f"cannot {action} {self.display_url}: {_brief(err)}")
 
     @contextmanager
-    def _reading(self) -> Iterator[Any]:
+    def _reading(self) -> Iterator[Session]:
         """A session for reads; any database failure is one StoreError ("cannot read URL: why")."""
         try:
             with self._sessions() as session:
@@ -500,7 +518,7 @@ class Store:
             raise self._unavailable("read", e) from None
 
     @contextmanager
-    def _writing(self, *, let: tuple[type[BaseException], ...] = ()) -> Iterator[Any]:
+    def _writing(self, *, let: tuple[type[BaseException], ...] = ()) -> Iterator[Session]:
         """A session in one transaction (committed on leaving, rolled back on an error); any database failure is
         one StoreError ("cannot write to URL: why"), except the classes in ``let``, which the caller handles."""
         try:
@@ -539,7 +557,7 @@ class Store:
                                  f"v{SCHEMA_VERSION}: upgrade daybreak (or {REBUILD_HINT})")
         if insp.has_table(table):
             have = {c["name"] for c in insp.get_columns(table)}
-            missing = [c for c in Entry.__table__.columns if c.name not in have]
+            missing = [c for c in _table(Entry).columns if c.name not in have]
             if missing:
                 try:
                     self._add_columns(missing)
@@ -556,7 +574,7 @@ class Store:
         try:
             with self.engine.begin() as conn:
                 if conn.execute(select(Meta.key).where(Meta.key == "schema_version")).scalar() is None:
-                    conn.execute(Meta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION),
+                    conn.execute(_table(Meta).insert().values(key="schema_version", value=str(SCHEMA_VERSION),
                                                                 updated_at=now_utc()))
                 else:
                     conn.execute(update(Meta).where(Meta.key == "schema_version", Meta.value != str(SCHEMA_VERSION))
@@ -602,7 +620,7 @@ class Store:
                                  "job per entry" + (f"; {duplicates} duplicate active job(s) marked failed"
                                                     if duplicates else "") + ")")
 
-    def _add_columns(self, missing: list) -> None:
+    def _add_columns(self, missing: list[Column[Any]]) -> None:
         table = Entry.__tablename__
         dialect = self.engine.dialect
         quote = dialect.identifier_preparer.quote
@@ -625,7 +643,7 @@ class Store:
             if names & (set(SYSTEM_COLUMNS) | set(KEY_COLUMNS)):
                 self._fill_keys(conn)
         added = {c.name for c in missing}
-        for index in Entry.__table__.indexes:
+        for index in _table(Entry).indexes:
             if {c.name for c in index.columns} & added:
                 index.create(self.engine, checkfirst=True)
         parts = (["provenance, tie-break date, multi-run statistics, reproductions"] if from_v1 else []) + (
@@ -872,8 +890,9 @@ class Store:
             yield from rows
             last = rows[-1].id
 
-    def _ranked_filter(self, task: str, column: str, query: BoardQuery | None):
-        attr = getattr(Entry, column)
+    def _ranked_filter(self, task: str, column: str, query: BoardQuery | None
+                       ) -> tuple[InstrumentedAttribute[Any], ColumnElement[bool]]:
+        attr: InstrumentedAttribute[Any] = getattr(Entry, column)
         conditions = [Entry.task == task, attr.is_not(None), attr >= 0, attr <= MAX_RANKED_VALUE]
         return attr, and_(*conditions, *_filters(query or BoardQuery()))
 
@@ -1001,7 +1020,7 @@ class Store:
                     status="running", started_at=now, heartbeat_at=now, worker=worker[:200],
                     attempts=Job.attempts + 1, lease=number,
                     history=func.coalesce(Job.history, "") + _history_line(f"taken by {worker}", now)))
-                if done.rowcount == 1:
+                if _rowcount(done) == 1:
                     job = session.get(Job, job_id)
                     session.refresh(job)
                     return job
@@ -1017,7 +1036,8 @@ class Store:
     def heartbeat(self, lease: Lease) -> bool:
         """Renew ``lease`` -> False when it is not the job's any more (taken again as stale, or finished)."""
         with self._writing() as session:
-            return session.execute(update(Job).where(self._holds(lease)).values(heartbeat_at=now_utc())).rowcount == 1
+            done = session.execute(update(Job).where(self._holds(lease)).values(heartbeat_at=now_utc()))
+            return _rowcount(done) == 1
 
     def why_lost(self, lease: Lease) -> str:
         """What became of a lost lease's job, for the worker's record: "job 3 is now lease 2, running for W"."""
@@ -1043,10 +1063,10 @@ class Store:
     def requeue(self, lease: Lease, reason: str) -> bool:
         """Give the job held by ``lease`` back to the queue (its worker is stopping) -> False if it was not held."""
         with self._writing() as session:
-            return session.execute(update(Job).where(self._holds(lease)).values(
+            return _rowcount(session.execute(update(Job).where(self._holds(lease)).values(
                 status="queued", reason=one_line(reason, 1000),
                 history=func.coalesce(Job.history, "") + _history_line(f"lease {lease.number}: {reason}"))
-            ).rowcount == 1
+            )) == 1
 
     def _finish(self, session: Any, lease: Lease, status: str, reason: str, result_entry_id: int | None,
                 run_dir: str = "") -> None:
@@ -1097,7 +1117,7 @@ class Store:
             done = session.execute(update(Meta).where(Meta.key == key, or_(
                 Meta.value == holder, Meta.value == "", Meta.updated_at < now - timedelta(seconds=ttl_s)))
                 .values(value=holder[:400], updated_at=now))
-            return done.rowcount == 1
+            return _rowcount(done) == 1
 
     def release_lease(self, name: str, holder: str) -> None:
         key = f"lease:{name}"[:64]

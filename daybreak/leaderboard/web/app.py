@@ -37,18 +37,26 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from daybreak.errors import ConfigError
 from daybreak.leaderboard.web import api_schema as api
 from daybreak.leaderboard.web.api_schema import DEFAULT_TOP, MAX_ID, MAX_OFFSET, MAX_PAGE, MAX_TASK_CHARS, MAX_TOP
 from daybreak.leaderboard.web.limits import MAX_REQUEST_BYTES, Limits
 from daybreak.leaderboard.ingest.submission import MAX_FILE_BYTES, PROVENANCE_SELF, SubmissionError, one_line
+
+if TYPE_CHECKING:
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from daybreak.leaderboard.ranking.query import BoardQuery
+    from daybreak.leaderboard.store.database import Entry, Store
 
 MIN_TOKEN_CHARS = 16
 _DIGITS = re.compile(r"^[0-9]{1,19}$", re.ASCII)
@@ -75,7 +83,7 @@ def load_tokens(path: str | Path) -> list[Token]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read the token file ({getattr(e, 'strerror', None) or e})") from None
-    tokens = []
+    tokens: list[Token] = []
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -112,13 +120,14 @@ class _Guard:
     counted as they arrive); a body not received within the time limit gets a 408; security headers on every
     response. A body is read whole before the app sees it (the largest one allowed is 1 MiB)."""
 
-    def __init__(self, app, limit: int, body_timeout_s: float = 30.0, max_header_bytes: int = 16 * 1024):
+    def __init__(self, app: ASGIApp, limit: int, body_timeout_s: float = 30.0, max_header_bytes: int = 16 * 1024
+                 ) -> None:
         self.app = app
         self.limit = limit
         self.body_timeout_s = body_timeout_s
         self.max_header_bytes = max_header_bytes
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         # a complete head that arrived at once (the protocol bounds only heads still arriving)
@@ -141,7 +150,8 @@ class _Guard:
         if has_body:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.body_timeout_s
-            chunks, size = [], 0
+            chunks: list[bytes] = []
+            size = 0
             while True:
                 remaining = deadline - loop.time()
                 try:
@@ -163,7 +173,7 @@ class _Guard:
                     break
             receive = _replay(b"".join(chunks), then=receive)
 
-        async def send_with_headers(message):
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
                 message["headers"] = list(message.get("headers") or []) + SECURITY_HEADERS
@@ -171,12 +181,12 @@ class _Guard:
 
         return await self.app(scope, receive, send_with_headers)
 
-    async def _drain(self, receive, deadline: float | None = None) -> None:
+    async def _drain(self, receive: Receive, deadline: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         await _drain_body(receive, 4 * self.limit, min(deadline or float("inf"), loop.time() + self.body_timeout_s))
 
 
-async def _drain_body(receive, cap: int, deadline: float) -> None:
+async def _drain_body(receive: Receive, cap: int, deadline: float) -> None:
     """Read and drop what is left of a refused body (at most ``cap`` bytes, until ``deadline``), so the client,
     still sending, reads the error response instead of a connection reset; then the connection is closed."""
     loop = asyncio.get_running_loop()
@@ -194,7 +204,7 @@ async def _drain_body(receive, cap: int, deadline: float) -> None:
         size += len(message.get("body", b""))
 
 
-async def _send_json(send, status: int, payload: dict) -> None:
+async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:
     body = json.dumps(payload).encode("utf-8")
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
@@ -203,14 +213,14 @@ async def _send_json(send, status: int, payload: dict) -> None:
 
 
 class _Rejected(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
 
 
-def _int_param(text: str | None, name: str, lo: int, hi: int, default: int | None) -> int | None:
+def _int_param(text: str | None, name: str, lo: int, hi: int, default: int) -> int:
     """An integer query/path parameter: ASCII digits only (no ``²``, no sign, no 64-bit overflow), in [lo, hi]."""
     if text is None or text == "":
         return default
@@ -232,7 +242,7 @@ def _provenance_param(text: str | None) -> list[str] | None:
         raise _Rejected(400, str(e)) from None
 
 
-def _board_query(params) -> Any:
+def _board_query(params: Mapping[str, str]) -> BoardQuery:
     """The board query of a request's parameters (daybreak.leaderboard.ranking.query); a bad value is a 400."""
     from daybreak.leaderboard.ranking.query import QueryError, parse_query
 
@@ -242,8 +252,9 @@ def _board_query(params) -> Any:
         raise _Rejected(400, one_line(str(e), 300)) from None
 
 
-def create_app(store=None, *, token_file: str | Path | None = None, tokens: list[Token] | None = None,
-               max_request_bytes: int = MAX_REQUEST_BYTES, limits: Limits | None = None):
+def create_app(store: Store | str | None = None, *, token_file: str | Path | None = None,
+               tokens: list[Token] | None = None, max_request_bytes: int = MAX_REQUEST_BYTES,
+               limits: Limits | None = None) -> FastAPI:
     """The ASGI app. ``store``: a Store or a database URL (None: the default database). Its OpenAPI document
     (daybreak.leaderboard.web.api_schema) is served at ``/openapi.json`` and as a page at ``/docs``."""
     from fastapi.exceptions import RequestValidationError
@@ -253,7 +264,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
     from daybreak.leaderboard.web.boardpage import MissingReference, reference
     from daybreak.leaderboard.ranking.query import QueryError
     from daybreak.leaderboard.ranking.objectives import OBJECTIVES, leaderboard, with_reference
-    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
     from daybreak.leaderboard.web.pages import Site, entry_json, job_json, task_json
     from daybreak.leaderboard.store.database import Store, StoreError
     from daybreak.leaderboard.tasks import all_tasks, task_names
@@ -277,7 +288,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
             app.openapi_schema = api.openapi_document(app.routes, task_names(), list(OBJECTIVES))
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]  (FastAPI's documented way to extend its document)
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its document
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status, headers=headers)
@@ -286,7 +297,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return HTMLResponse(f"<!DOCTYPE html><title>Not found</title><p>{_esc(what)} not found. "
                             '<a href="/">All tasks</a></p>', status_code=404)
 
-    def find_entry(entry_id: str):
+    def find_entry(entry_id: str) -> Entry | None:
         if not _ENTRY_ID.match(entry_id) or int(entry_id) > MAX_ID:
             return None
         return store.get(int(entry_id))
@@ -295,7 +306,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return request.url.path.startswith("/api/") or request.url.path == "/healthz"
 
     @app.exception_handler(_Rejected)
-    async def _rejected(request: Request, exc: _Rejected):
+    async def _rejected(request: Request, exc: _Rejected) -> Response:
         if not is_api(request) and exc.status in (400, 404):
             title = "Bad request" if exc.status == 400 else "Not found"
             return HTMLResponse(f"<!DOCTYPE html><title>{title}</title><p>{_esc(exc.message)}. "
@@ -303,12 +314,12 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return error(exc.status, exc.message, exc.headers)
 
     @app.exception_handler(QueryError)
-    async def _bad_query(request: Request, exc: QueryError):
+    async def _bad_query(request: Request, exc: QueryError) -> Response:
         status = 404 if isinstance(exc, MissingReference) else 400  # ref names no entry of this board
         return await _rejected(request, _Rejected(status, one_line(str(exc), 300)))
 
     @app.exception_handler(HTTPException)
-    async def _routing_error(request: Request, exc: HTTPException):
+    async def _routing_error(request: Request, exc: HTTPException) -> JSONResponse:
         """FastAPI's own answers (a path no route serves, a method a route does not take) in the one error body."""
         if exc.status_code == 404:
             message = "not found: no page or API route at this path (the API: /docs)"
@@ -321,7 +332,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return error(exc.status_code, message, dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError):
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         """A parameter FastAPI validates (the routes here parse theirs by hand: a route added with typed
         parameters) in the one error body too."""
         errors = exc.errors()
@@ -330,7 +341,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return error(422, one_line(f"{where}: {first.get('msg', 'invalid')}", 300))
 
     @app.exception_handler(StoreError)
-    async def _unavailable(request: Request, exc: StoreError):
+    async def _unavailable(request: Request, exc: StoreError) -> Response:
         message = f"the leaderboard database is unavailable: {one_line(str(exc), 300)}"
         if is_api(request):
             return error(503, message, {"Retry-After": "30"})
@@ -342,7 +353,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
     @app.get("/", response_class=HTMLResponse, operation_id="index_page", tags=["pages"],
              summary="Every board's first rows", responses=api.responses(api.OK_HTML, page=True),
              openapi_extra={"parameters": [api.PROVENANCE]})
-    def index(request: Request):
+    def index(request: Request) -> HTMLResponse:
         provenance = _provenance_param(request.query_params.get("provenance"))
         return HTMLResponse(site.index_html(provenance=provenance))
 
@@ -350,7 +361,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
              summary="One board, filtered, sorted and paged",
              responses=api.responses(api.OK_HTML, 404, page=True, why={404: "no such board, or a ref not on it"}),
              openapi_extra={"parameters": [api.PAGE, *api.BOARD_QUERY]})
-    def board(task: str, objective: str, request: Request):
+    def board(task: str, objective: str, request: Request) -> HTMLResponse:
         if task not in task_names() or objective not in OBJECTIVES:
             return not_found_page("leaderboard")
         page = _int_param(request.query_params.get("page"), "page", 1, MAX_PAGE, 1)
@@ -360,21 +371,23 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
     @app.get("/entries/{entry_id}", response_class=HTMLResponse, operation_id="entry_page", tags=["pages"],
              summary="One entry: its curve, provenance, runs and metadata",
              responses=api.responses(api.OK_HTML, 404, page=True, why={404: "no such entry"}))
-    def entry_page(entry_id: str):
+    def entry_page(entry_id: str) -> HTMLResponse:
         entry = find_entry(entry_id)
         if entry is None:
             return not_found_page("entry")
         return HTMLResponse(site.entry_html(entry, jobs=store.jobs(entry_id=entry.id, limit=5)))
 
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
-    def docs():
+    def docs() -> HTMLResponse:
         return HTMLResponse(site.api_html(app.openapi()))
 
     # -- JSON API --------------------------------------------------------------------------------------------
 
+    # a route that returns data (not a Response) says response_model=None: its return annotation is for the type
+    # checker, not a model FastAPI validates the data with (the document declares the responses: api_schema)
     @app.get("/api/tasks", operation_id="list_tasks", tags=["api"], summary="The tasks and their objectives",
-             responses=api.responses(api.ok_json(list[api.TaskInfo], "every task")))
-    def api_tasks():
+             responses=api.responses(api.ok_json(list[api.TaskInfo], "every task")), response_model=None)
+    def api_tasks() -> list[dict[str, Any]]:
         return [task_json(t) for t in all_tasks()]
 
     @app.get("/api/leaderboard/{task}/{objective}", operation_id="get_board", tags=["api"],
@@ -383,7 +396,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
                                                  headers=api.TOTAL_COUNT, links=api.FIRST_ROW_LINK),
                                      404, why={404: "unknown task or objective, or a ref not on this board"}),
              openapi_extra={"parameters": [api.TOP, api.OFFSET, *api.BOARD_QUERY]})
-    def api_board(task: str, objective: str, request: Request):
+    def api_board(task: str, objective: str, request: Request) -> JSONResponse:
         if task not in task_names():
             return error(404, f"unknown task; known: {', '.join(task_names())}")
         if objective not in OBJECTIVES:
@@ -400,8 +413,8 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
 
     @app.get("/api/entries/{entry_id}", operation_id="get_entry", tags=["api"], summary="One entry",
              responses=api.responses(api.ok_json(api.Entry, "the entry", links=api.REPRODUCE_LINK), 404,
-                                     why={404: "no such entry"}))
-    def api_entry(entry_id: str):
+                                     why={404: "no such entry"}), response_model=None)
+    def api_entry(entry_id: str) -> JSONResponse | dict[str, Any]:
         entry = find_entry(entry_id)
         return error(404, "no such entry") if entry is None else entry_json(entry)
 
@@ -413,7 +426,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
                                       why={404: "no such entry", 422: "the entry cannot be reproduced here (it names "
                                                                       "no daybreak task and recipe)"}),
               openapi_extra={"security": [{api.SECURITY_SCHEME: []}]})
-    def api_reproduce(entry_id: str, request: Request):
+    def api_reproduce(entry_id: str, request: Request) -> JSONResponse:
         requester = _authorize(request, app.state.tokens)
         entry = find_entry(entry_id)
         if entry is None:
@@ -426,14 +439,15 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
         return JSONResponse({"queued": created, "job": job_json(job)}, status_code=202 if created else 200)
 
     @app.get("/api/jobs/{job_id}", operation_id="get_job", tags=["api"], summary="A reproduction's job",
-             responses=api.responses(api.ok_json(api.Job, "the job"), 404, why={404: "no such job"}))
-    def api_job(job_id: str):
+             responses=api.responses(api.ok_json(api.Job, "the job"), 404, why={404: "no such job"}),
+             response_model=None)
+    def api_job(job_id: str) -> JSONResponse | dict[str, Any]:
         job = store.get_job(int(job_id)) if _ENTRY_ID.match(job_id) and int(job_id) <= MAX_ID else None
         return error(404, "no such job") if job is None else job_json(job)
 
     @app.get("/healthz", operation_id="health", tags=["api"], summary="Whether the server and its database answer",
-             responses=api.responses(api.ok_json(api.Health, "up, with the number of entries")))
-    def healthz():
+             responses=api.responses(api.ok_json(api.Health, "up, with the number of entries")), response_model=None)
+    def healthz() -> dict[str, Any]:
         return {"ok": True, "entries": store.count()}
 
     @app.post("/api/submissions", operation_id="submit", tags=["api"], summary="Upload one submission",
@@ -443,7 +457,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
                                       401, 403, 415, 422),
               openapi_extra={"requestBody": api.SUBMISSION_BODY, "parameters": [api.submission_task(task_names())],
                              "security": [{api.SECURITY_SCHEME: []}]})
-    async def submit(request: Request):
+    async def submit(request: Request) -> JSONResponse:
         """A DAWNBench v1 JSON with its TSV, daybreak's result.json or inference.json, or a `daybreak repeat`
         summary.json with its runs' result.json. Whatever it says about itself, an upload is ``self-reported``;
         the same content submitted twice is stored once."""
@@ -510,7 +524,7 @@ def create_app(store=None, *, token_file: str | Path | None = None, tokens: list
 
     @app.get("/favicon.ico", status_code=204, operation_id="favicon", tags=["pages"], summary="No icon",
              responses=api.responses({204: {"description": "no icon"}}))
-    def favicon():
+    def favicon() -> Response:
         return Response(status_code=204)
 
     return app
@@ -525,7 +539,7 @@ def _esc(text: str) -> str:
     return str(escape(text))
 
 
-def _authorize(request, tokens: list[Token]) -> str:
+def _authorize(request: Request, tokens: list[Token]) -> str:
     if not tokens:
         raise _Rejected(403, "submissions are closed: this server was started without --token-file")
     header = request.headers.get("authorization", "")
@@ -541,8 +555,9 @@ def _authorize(request, tokens: list[Token]) -> str:
     return token.name
 
 
-async def _read_limited(request, limit: int) -> bytes:
-    chunks, size = [], 0
+async def _read_limited(request: Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
@@ -551,12 +566,12 @@ async def _read_limited(request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes, then=None):
+def _replay(body: bytes, then: Receive | None = None) -> Receive:
     """An ASGI receive that gives ``body`` once, then the connection's own messages (``then``: a disconnect when
     the client goes away) or, without one, a disconnect."""
     sent = False
 
-    async def receive():
+    async def receive() -> Message:
         nonlocal sent
         if not sent:
             sent = True
@@ -568,7 +583,7 @@ def _replay(body: bytes, then=None):
     return receive
 
 
-async def _part(part: Any, upload_type) -> tuple[bytes, str]:
+async def _part(part: Any, upload_type: type[UploadFile]) -> tuple[bytes, str]:
     """A form field's bytes and, for a file, its base name (display only: never used as a path)."""
     if isinstance(part, upload_type):
         data = await part.read(MAX_FILE_BYTES + 1)
@@ -593,7 +608,7 @@ H11_ATTRIBUTES = ("loop", "transport", "cycle")  # set by H11Protocol.__init__ /
 CYCLE_ATTRIBUTES = ("response_complete", "keep_alive")  # of the RequestResponseCycle in .cycle
 
 
-def h11_protocol():
+def h11_protocol() -> type[H11Protocol]:
     """uvicorn's private ``H11Protocol``, after checking that it still has the methods the guard overrides; a
     one-line ConfigError naming the tested versions if it does not."""
     import uvicorn
@@ -648,7 +663,7 @@ class ClientTable:
             table.pop(address, None)
 
 
-def guarded_protocol(limits: Limits):
+def guarded_protocol(limits: Limits) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with the timeouts it lacks: a connection must send a complete request head within
     ``header_timeout_s`` of opening (or of its previous response), whether it sends nothing or one byte at a
     time (a partial head gets a 408); a connection older than ``max_connection_s`` is closed after its current
@@ -659,13 +674,14 @@ def guarded_protocol(limits: Limits):
     H11Protocol = h11_protocol()
     clients = ClientTable(limits)
 
+    # a class made from the protocol class h11_protocol() checked: to the checker a base it cannot see (a variable)
     class GuardedH11Protocol(H11Protocol):  # type: ignore[valid-type,misc]
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
-            self._head_timer = None
-            self._grace = None  # the head's STALLED_AFTER_S timer
+            self._head_timer: asyncio.TimerHandle | None = None
+            self._grace: asyncio.TimerHandle | None = None  # the head's STALLED_AFTER_S timer
             self._partial = False
-            self._old = None
+            self._old: asyncio.TimerHandle | None = None
             self._address: str | None = None
             self._stalled = False  # counted in clients.stalled
             address = str(self.client[0]) if self.client else ""
@@ -764,7 +780,7 @@ def guarded_protocol(limits: Limits):
             self._arm_head()  # before super(): a pipelined request it starts cancels the timer again
             super().on_response_complete()
 
-        def connection_lost(self, exc) -> None:
+        def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head()
             if self._old is not None:
                 self._old.cancel()
@@ -777,15 +793,17 @@ def guarded_protocol(limits: Limits):
     return GuardedH11Protocol
 
 
-def server_config(app, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None, **kwargs):
+def server_config(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
+                  **kwargs: Any) -> uvicorn.Config:
     """The uvicorn configuration the leaderboard is served with (``serve`` and the tests use it): the app's
     limits plus the protocol's (head size and time, keep-alive, connection age, concurrent connections)."""
     import uvicorn
 
     limits = limits or getattr(app.state, "limits", None) or Limits()
-    options = dict(log_level="info", lifespan="off", server_header=False, proxy_headers=False)
+    options: dict[str, Any] = dict(log_level="info", lifespan="off", server_header=False, proxy_headers=False)
     options.update(kwargs)
     return uvicorn.Config(app, host=host, port=port, http=guarded_protocol(limits), loop="asyncio",
                           h11_max_incomplete_event_size=limits.max_header_bytes,
-                          timeout_keep_alive=limits.keep_alive_s,  # type: ignore[arg-type]  (call_later takes floats)
+                          # uvicorn declares an int; it hands the value to loop.call_later, which takes a float
+                          timeout_keep_alive=limits.keep_alive_s,  # type: ignore[arg-type]
                           limit_concurrency=limits.max_connections, **options)

@@ -9,13 +9,16 @@ such page is plain text.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from daybreak.leaderboard.web.boardplot import (
     cost_time_svg, impossible, impossible_time, pareto_front, points_of, record_history, record_svg,
 )
 from daybreak.leaderboard.ranking.query import FILTERS, ORDERS, SORTS, BoardQuery, QueryError, acceptable
 from daybreak.leaderboard.ranking.objectives import Objective, reference_value
+
+if TYPE_CHECKING:
+    from daybreak.leaderboard.store.database import Store
 
 # (sort key, heading); the value column's heading is the objective's and sorts by rank like the rank column
 COLUMNS = (("rank", "Rank"), ("rank", None), ("model", "Model"), ("accelerator", "Accelerator"), ("count", "Count"),
@@ -27,7 +30,9 @@ ARROWS = {"asc": "\u2191", "desc": "\u2193"}
 MAX_PLOT_POINTS = 5000
 PLOTTED = "train-time"  # the objective whose board has the plots
 
-Link = Callable[..., Any]
+# a page's link maker: link("board", task=..., objective=..., query=...), link("entry", entry_id=...), link("index");
+# None: a page the static export does not write (a filter's variant without a page of its own)
+Link = Callable[..., str | None]
 
 
 def headers(task: str, obj: Objective, query: BoardQuery, link: Link) -> list[dict[str, Any]]:
@@ -67,11 +72,11 @@ def filter_groups(facets: dict[str, list[tuple[Any, int]]], task: str, obj: Obje
     """One list of links per dimension: "all" and each value with its number of entries. On the server a link
     keeps the query's other filters and its order; in the static export it is the page of that one filter."""
     base = query if server else BoardQuery()
-    groups = []
+    groups: list[dict[str, Any]] = []
     for dim, values in shown_facets(facets).items():
         current = getattr(query, dim)
         current = ",".join(current) if isinstance(current, tuple) else current
-        options = [{"label": "all", "count": None, "on": current in ("", None),
+        options: list[dict[str, Any]] = [{"label": "all", "count": None, "on": current in ("", None),
                     "href": link("board", task=task, objective=obj.name, query=base.replace(**{dim: _default(dim)}))}]
         for value, count in values:
             q = base.replace(**{dim: (value,) if dim == "provenance" else value})
@@ -86,7 +91,7 @@ def static_variants(facets: dict[str, list[tuple[Any, int]]]) -> list[BoardQuery
     """The pages the static export writes for one board besides the board itself: each sort column in each order,
     and each value of each listed filter dimension (one at a time)."""
     sorts = [BoardQuery(sort=s, order=o) for s in SORTS for o in ORDERS if (s, o) != ("rank", "asc")]
-    return sorts + [BoardQuery(**{dim: (v,) if dim == "provenance" else v})
+    return sorts + [BoardQuery().replace(**{dim: (v,) if dim == "provenance" else v})
                     for dim, values in shown_facets(facets).items() for v, _ in values]
 
 
@@ -98,7 +103,7 @@ class MissingReference(QueryError):
     """``ref`` names no entry of this board (a 404 on the web: the parameter is well formed, its entry is absent)."""
 
 
-def reference(store, task: str, obj: Objective, query: BoardQuery) -> Any | None:
+def reference(store: Store, task: str, obj: Objective, query: BoardQuery) -> Any | None:
     """The reference entry's list row (None without ``ref``); MissingReference when it has no value on this board."""
     if query.ref is None:
         return None
@@ -111,7 +116,7 @@ def reference(store, task: str, obj: Objective, query: BoardQuery) -> Any | None
     return row
 
 
-def plots(store, task: str, obj: Objective, query: BoardQuery, link: Link) -> dict[str, Any] | None:
+def plots(store: Store, task: str, obj: Objective, query: BoardQuery, link: Link) -> dict[str, Any] | None:
     """The training-time board's two plots over the rows the filters keep (the best MAX_PLOT_POINTS of them)."""
     if obj.name != PLOTTED:
         return None
@@ -121,7 +126,9 @@ def plots(store, task: str, obj: Objective, query: BoardQuery, link: Link) -> di
         return None
 
     def entry_link(entry_id: int) -> str:
-        return link("entry", entry_id=entry_id)
+        href = link("entry", entry_id=entry_id)
+        assert href is not None  # every entry has a page
+        return href
 
     priced = sum(1 for p in points if p.cost_usd and p.cost_usd > 0)
     off_scale = sum(1 for p in points if impossible(p) is not None)

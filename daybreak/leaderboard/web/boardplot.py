@@ -71,9 +71,11 @@ def pareto_front(points: Sequence[Point]) -> list[Point]:
     best_cost, best_time = math.inf, math.nan
     for p in sorted((p for p in points if p.cost_usd and p.cost_usd > 0), key=lambda p: (p.time_s, p.cost_usd,
                                                                                           p.entry_id)):
-        if p.cost_usd < best_cost or (p.cost_usd == best_cost and p.time_s == best_time):
+        cost = p.cost_usd
+        assert cost is not None  # priced points only
+        if cost < best_cost or (cost == best_cost and p.time_s == best_time):
             front.append(p)
-            best_cost, best_time = p.cost_usd, p.time_s
+            best_cost, best_time = cost, p.time_s
     return front
 
 

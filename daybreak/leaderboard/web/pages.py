@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import quote, urlencode, urlparse
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -38,11 +38,15 @@ from daybreak.leaderboard.ranking.objectives import (
 from daybreak.leaderboard.ingest.submission import FORMAT_REPEAT, PROVENANCE_SELF
 from daybreak.leaderboard.tasks import LeaderboardTask, all_tasks, leaderboard_task
 
+if TYPE_CHECKING:
+    from daybreak.leaderboard.store.database import Store
+    from daybreak.metrics import Metric
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 INDEX_TOP = 10
 PAGE_ROWS = 100  # rows per page of a full table on the server
 
-Link = Callable[..., str]
+Link = boardpage.Link
 
 
 def server_link(kind: str, **kw: Any) -> str:
@@ -100,7 +104,7 @@ def accuracy_text(task: LeaderboardTask, accuracy: float, unit: str | None = Non
     return text + (f" (the file wrote {unit})" if unit in ("percent", "fraction") else "")
 
 
-def _other_metric(task: LeaderboardTask, metric: str | None):
+def _other_metric(task: LeaderboardTask, metric: str | None) -> Metric | None:
     """The Metric of an entry whose metric is not its board's, or of an MLPerf board; None otherwise."""
     from daybreak.metrics import metric_named
 
@@ -140,7 +144,7 @@ def entry_json(entry: Any) -> dict[str, Any]:
 
 
 def job_json(job: Any) -> dict[str, Any]:
-    def iso(t):
+    def iso(t: datetime | None) -> str | None:
         return None if t is None else t.isoformat()
 
     return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": job.reason,
@@ -168,7 +172,7 @@ class Board:
 
 
 class Site:
-    def __init__(self, store):
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                                trim_blocks=True, lstrip_blocks=True)
@@ -234,8 +238,8 @@ class Site:
             reproductions = self.store.reproductions_of(entry.id)
         original = None
         if entry.reproduction_of is not None:
-            found = self.store.list_rows([entry.reproduction_of]) if ranks is None else []
-            original = found[0] if found else SimpleNamespace(id=entry.reproduction_of, model="entry "
+            listed = self.store.list_rows([entry.reproduction_of]) if ranks is None else []
+            original = listed[0] if listed else SimpleNamespace(id=entry.reproduction_of, model="entry "
                                                               f"{entry.reproduction_of}")
         return {
             "entry": entry, "task": task, "ranks": rank_list, "unranked": unranked, "svg": svg, "curve": curve,
@@ -376,7 +380,7 @@ def _not_a_link(path: Path) -> None:
 
 def reproducible_reason(entry: Any) -> str | None:
     """None when the host can re-run ``entry`` (it names a daybreak task and recipe), else why not."""
-    from daybreak.leaderboard.reproduce.worker import ReproduceError, plan_for
+    from daybreak.leaderboard.reproduce.plan import ReproduceError, plan_for
 
     try:
         plan_for(entry)

@@ -17,7 +17,7 @@ def _nice_step(span: float, ticks: int = 6) -> float:
     if span <= 0:
         return 1.0
     raw = span / ticks
-    power = 10 ** math.floor(math.log10(raw))
+    power: float = 10 ** math.floor(math.log10(raw))  # an int from 1 up, a float below
     for m in (1, 2, 2.5, 5, 10):
         if m * power >= raw:
             return m * power
@@ -27,7 +27,7 @@ def _nice_step(span: float, ticks: int = 6) -> float:
 def _ticks(lo: float, hi: float) -> list[float]:
     step = _nice_step(hi - lo)
     first = math.ceil(lo / step - 1e-9) * step
-    out = []
+    out: list[float] = []
     v = first
     while v <= hi + step * 1e-9 and len(out) < 50:
         out.append(round(v, 10))
