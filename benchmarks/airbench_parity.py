@@ -196,17 +196,19 @@ def load_script(path: Path, workdir: Path) -> types.ModuleType:
     return module
 
 
-def parse_table(text: str) -> tuple[list[float], float | None]:
+def parse_table(text: str, columns: list[str] | None = None) -> tuple[list[float], float | None]:
     """airbench's printed table -> (cumulative training seconds at the end of each epoch, the final TTA accuracy
-    row's value if printed). The time column is the one whose header ends in ``time_seconds``."""
-    header: list[str] | None = None
+    row's value if printed). The time column is the one whose header ends in ``time_seconds``. airbench prints
+    its header row in ``__main__`` only, which an imported script does not run: ``columns`` (the script's
+    ``logging_columns_list``) stands for it then."""
+    header: list[str] | None = [c.strip() for c in columns] if columns else None
     times: list[float] = []
     tta: float | None = None
     for line in text.splitlines():
         if not line.startswith("|"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if header is None and any(c.endswith("time_seconds") for c in cells):
+        if any(c.endswith("time_seconds") for c in cells):  # a printed header row
             header = cells
             continue
         if header is None or len(cells) != len(header):
@@ -243,7 +245,7 @@ class Airbench:
         with inside(self.workdir), contextlib.redirect_stdout(out):
             args = (run_name,) if self.model is None else (run_name, self.model)
             accuracy = self.module.main(*args)
-        cumulative, tta = parse_table(out.getvalue())
+        cumulative, tta = parse_table(out.getvalue(), getattr(self.module, "logging_columns_list", None))
         if not cumulative:
             raise ParityError("the script printed no per-epoch rows with a ..._time_seconds column")
         return per_epoch(cumulative), float(accuracy) if accuracy is not None else tta
