@@ -134,6 +134,18 @@ def test_parity_mistakes_are_one_line(cifar, tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_a_daybreak_run_that_diverges_is_one_line_not_an_empty_table(monkeypatch, tmp_path, capsys):
+    # on an H200, cifar10_muon's fp16 network diverged and the tool printed "0 interleaved repeat(s)" with no rows
+    from types import SimpleNamespace
+
+    diverged = SimpleNamespace(status="diverged", message="training diverged: the loss became NaN/inf by step 25",
+                               phases=[], final_accuracy=None)
+    monkeypatch.setattr(airbench_parity, "run", lambda config: diverged)
+    args = SimpleNamespace(recipe="cifar10_muon", data_dir=tmp_path, device="cpu", compile="off")
+    with pytest.raises(airbench_parity.ParityError, match="cifar10_muon run diverged: training diverged.*step 25"):
+        airbench_parity.daybreak_train(args, tmp_path / "run", seed=0)
+
+
 def test_every_gpu_step_parses_with_daybreaks_own_parser(tmp_path):
     for step in gpu_suite.steps(tmp_path, tmp_path / "airbench.py"):
         if step.daybreak_cli:
