@@ -263,12 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     except WheelError as e:
         print(f"gpu_suite: error: {e}", file=sys.stderr)
         return 2
-    rel = os.path.relpath(args.dest, REPO) if Path(args.dest).resolve().is_relative_to(REPO) else str(args.dest)
+    inside = Path(args.dest).resolve().is_relative_to(REPO)
+    rel = os.path.relpath(args.dest, REPO) if inside else str(args.dest)
     print(f"gpu_suite: {len(manifest['wheels'])} wheels for Python {version} in {rel}/ "
           f"({manifest['bytes'] / 2**20:.1f} MiB): " + ", ".join(f"{w['name']} {w['version']}"
                                                                  for w in manifest["wheels"]))
-    print(f"gpu_suite: what must travel: the working tree and `{rel}` (the device tool's carry=[\"{rel}\"]); on "
-          "the GPU machine run `bash benchmarks/gpu_suite.sh --offline --results $OUT`")
+    offline = "bash benchmarks/gpu_suite.sh --offline --results $OUT"
+    if inside:
+        print(f"gpu_suite: what must travel: the working tree and `{rel}` (the device tool's carry=[\"{rel}\"]); "
+              f"on the GPU machine run `{offline}`" + ("" if rel == ".gpu" else f" --wheels {rel}"))
+    else:  # only paths inside the checkout travel
+        print(f"gpu_suite: {rel} is outside the repository, and only the working tree travels: copy it into an "
+              f"ignored folder of the repository (e.g. .gpu), carry that, and run `{offline} --wheels FOLDER`")
     return 0
 
 

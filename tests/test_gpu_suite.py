@@ -16,6 +16,7 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "benchmarks"))
 import airbench_parity  # noqa: E402
 import gpu_suite  # noqa: E402
+import gpu_wheels  # noqa: E402
 
 # A stand-in with airbench94's interface, not airbench: the hyperparameters that identify legacy/airbench94.py
 # (9.9 epochs, a 64-wide first block, main(run)); it reads cifar10/train.pt and test.pt from the working folder
@@ -426,3 +427,16 @@ def test_an_old_torch_or_no_gpu_is_one_line(monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA GPU is visible" in err
     assert json.loads(next((tmp_path / "b").glob("*.json")).read_text())["error"].startswith("no CUDA GPU")
+
+
+@pytest.mark.parametrize("where, travels", [("inside", True), ("outside", False)])
+def test_prepare_says_what_travels_only_for_a_folder_inside_the_checkout(monkeypatch, tmp_path, capsys, where,
+                                                                         travels):
+    monkeypatch.setattr(gpu_wheels, "prepare", lambda version, dest: {"wheels": [], "bytes": 0})
+    dest = gpu_wheels.REPO / ".gpu-test-dest" if where == "inside" else tmp_path / "wheels"
+    assert gpu_wheels.main(["prepare", "--dest", str(dest)]) == 0
+    out = capsys.readouterr().out
+    if travels:
+        assert 'carry=[".gpu-test-dest"]' in out and "--wheels .gpu-test-dest" in out, out
+    else:
+        assert "outside the repository" in out and "carry=" not in out, out
