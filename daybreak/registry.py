@@ -34,11 +34,12 @@ class Registry(Generic[T]):
         self._discovered = package is None and entry_point_group is None
         self._discovering = False  # True while the thread holding _lock imports the modules
         self._lock = threading.RLock()
+        self._replaceable: frozenset[str] = frozenset()  # names a registration may replace (``replaceable``)
 
     # --- filling ------------------------------------------------------------------------------------------------
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
-            if name in self._items:
+            if name in self._items and name not in self._replaceable:
                 raise ValueError(f"{self.kind} {name!r} registered twice ({self._origins.get(name)} and "
                                  f"{_caller_module()})")
             self._items[name] = obj
@@ -110,6 +111,17 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    @contextmanager
+    def replaceable(self, names: frozenset[str] | set[str]) -> Iterator[None]:
+        """Inside the block, registering one of ``names`` again replaces it instead of failing (a user's recipe
+        file read as it was at another commit registers the same name; each file keeps its own object)."""
+        old = self._replaceable
+        self._replaceable = frozenset(names)
+        try:
+            yield
+        finally:
+            self._replaceable = old
 
     @contextmanager
     def override(self, name: str, obj: T) -> Iterator[T]:

@@ -245,6 +245,28 @@ def test_recipe_file_mistakes_are_one_line(tmp_path, capsys):
         assert single_line(err) and fragment in err, err
 
 
+def test_one_recipe_name_from_two_files_each_file_keeps_its_own(tmp_path):
+    """A recipe file as it was at two commits (`daybreak ab --a-commit --b-commit`) registers one name twice in the
+    parent process: each file's runs use that file's recipe; a name daybreak owns stays refused."""
+    source = EXAMPLE.read_text()
+    assert "lr=0.004," in source
+    first, second = tmp_path / "a" / "my_recipe.py", tmp_path / "b" / "my_recipe.py"
+    for path, lr in ((first, "0.004"), (second, "0.002")):
+        path.parent.mkdir()
+        path.write_text(source.replace("lr=0.004,", f"lr={lr},").replace("examples", f"examples ({lr})"))
+    specs = [resolve_run_spec(RunConfig(task="digits", recipe=str(p), out=tmp_path / "r")) for p in (first, second)]
+    assert [s.recipe for s in specs] == ["digits_wide", "digits_wide"]
+    assert [s.hyperparameters["lr"] for s in specs] == [0.004, 0.002]
+    assert [s.recipe_obj().defaults["lr"] for s in specs] == [0.004, 0.002]  # what the runner builds from
+    assert resolve_run_spec(RunConfig(task="digits", recipe=str(first), out=tmp_path / "r")).hyperparameters["lr"] \
+        == 0.004  # loaded again: still its own
+    clash = tmp_path / "clash.py"
+    clash.write_text(source.replace('RECIPES.add("digits_wide"', 'RECIPES.add("digits"')
+                     .replace('name="digits_wide"', 'name="digits"'))
+    with pytest.raises(ConfigError, match="registered twice"):
+        resolve_run_spec(RunConfig(task="digits", recipe=str(clash), out=tmp_path / "r"))
+
+
 def test_python_api_returns_the_run_result(tmp_path):
     result = daybreak.run("digits", overrides={"epochs": 2}, full_schedule=True, out=tmp_path / "r", seed=1)
     assert result.task == "digits" and result.seed == 1 and len(result.history) == 2

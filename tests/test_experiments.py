@@ -565,8 +565,9 @@ def test_ab_of_a_recipe_file_at_two_commits_writes_it_only_into_an_open_experime
     recipe.write_text(source)
     git("add", ".")
     git("commit", "-qm", "one")
-    # (two versions of one recipe name cannot both be loaded in one process: the candidate renames it)
-    candidate = source.replace('"digits_wide"', '"digits_wide_b"') + "\n# the candidate's change\n"
+    # the candidate changes a hyperparameter and keeps the recipe's name: both versions load in this process
+    assert '"digits_wide"' in source and "lr=0.004," in source
+    candidate = source.replace("lr=0.004,", "lr=0.002,") + "\n# the candidate's change\n"
     recipe.write_text(candidate)
     git("commit", "-qam", "two")
     out = tmp_path / "ab"
@@ -578,7 +579,7 @@ def test_ab_of_a_recipe_file_at_two_commits_writes_it_only_into_an_open_experime
     assert len(written) == 2 and all(p.endswith("-my_recipe.py") for p in written)
     texts = {p.name.split("-")[0]: p.read_text() for p in (out / "recipes").iterdir()}
     assert texts["a"] == source and texts["b"].endswith("# the candidate's change\n")
-    recipe.write_text(candidate.replace('"digits_wide_b"', '"digits_wide_c"'))
+    recipe.write_text(candidate.replace("lr=0.002,", "lr=0.001,"))
     git("commit", "-qam", "three")
     capsys.readouterr()
     assert main(args + ["--resume"]) == 2  # HEAD moved: another recipe than the one recorded

@@ -59,7 +59,7 @@ class RunSpec(RunConfig):
 
     def recipe_obj(self) -> Recipe:
         if self.recipe_file:
-            load_recipe_file(self.recipe_file, expected_sha256=self.recipe_sha256)
+            return file_recipe(self.recipe_file, expected_sha256=self.recipe_sha256)
         return get_recipe(self.recipe)
 
     def launch(self) -> LaunchSpec:
@@ -111,27 +111,41 @@ def is_recipe_file(name: str | None) -> bool:
     return bool(name) and (str(name).endswith(".py") or os.sep in str(name) or "/" in str(name))
 
 
+USER_RECIPE_MODULE = "daybreak_user_recipe_"  # + the file's SHA-256 (16 hex digits): one module per content
+
+
 def load_recipe_file(path: str | os.PathLike[str], *, expected_sha256: str | None = None) -> tuple[str, str]:
     """Import a user's recipe file (it registers one recipe with ``RECIPES.add``, or defines ``RECIPE``);
-    returns (recipe name, file SHA-256). Loading the same file twice returns what the first load registered."""
+    returns (recipe name, file SHA-256). Loading the same file twice returns what the first load registered.
+    Two different files may register the same name (one recipe file at two commits, ``daybreak ab --a-commit
+    --b-commit``): the later one takes the name in the registry, and each file keeps its own recipe
+    (``file_recipe``), which is what a run of that file uses. A name of daybreak's own or a plug-in's stays
+    taken."""
     file = Path(path).expanduser().resolve()
     if not file.is_file():
         raise ConfigError(f"--recipe {path}: no such file")
     digest = hashlib.sha256(file.read_bytes()).hexdigest()
     if expected_sha256 is not None and digest != expected_sha256:
         raise ConfigError(f"--recipe {file}: the file changed since the run was specified (SHA-256 differs)")
-    module_name = f"daybreak_user_recipe_{digest[:16]}"
+    module_name = f"{USER_RECIPE_MODULE}{digest[:16]}"
     if module_name in sys.modules:
         return sys.modules[module_name].__daybreak_recipe__, digest
-    before = set(RECIPES.names())
+    from_files = {n for n in RECIPES.names() if (RECIPES.origin(n) or "").startswith(USER_RECIPE_MODULE)}
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
         raise ConfigError(f"--recipe {file}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        with RECIPES.replaceable(from_files):
+            spec.loader.exec_module(module)
+            added = [n for n in RECIPES.names() if RECIPES.origin(n) == module_name]
+            recipe = getattr(module, "RECIPE", None)
+            if isinstance(recipe, Recipe) and not added and (recipe.name not in RECIPES or recipe.name in from_files):
+                RECIPES.add(recipe.name, recipe)
+                added = [recipe.name]
     except ConfigError:
+        sys.modules.pop(module_name, None)
         raise
     except Exception as e:  # noqa: BLE001 - the user's code: one line, the file and the line
         sys.modules.pop(module_name, None)
@@ -143,17 +157,21 @@ def load_recipe_file(path: str | os.PathLike[str], *, expected_sha256: str | Non
             tb = tb.tb_next
         where = f"{file}:{line}" if line else str(file)
         raise ConfigError(f"--recipe {where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    added = sorted(set(RECIPES.names()) - before)
-    recipe = getattr(module, "RECIPE", None)
-    if isinstance(recipe, Recipe) and recipe.name not in RECIPES:
-        RECIPES.add(recipe.name, recipe)
-        added = [recipe.name]
     if len(added) != 1:
         sys.modules.pop(module_name, None)
         raise ConfigError(f"--recipe {file}: the file must register exactly one recipe (RECIPES.add or a "
                           f"RECIPE = Recipe(...) at module level); it registered {len(added)}")
     setattr(module, "__daybreak_recipe__", added[0])  # (which recipe this file registered)
+    setattr(module, "__daybreak_recipe_obj__", RECIPES.get(added[0]))  # (and the recipe itself)
     return added[0], digest
+
+
+def file_recipe(path: str | os.PathLike[str], *, expected_sha256: str | None = None) -> Recipe:
+    """The recipe a user's recipe file registered (loading it if needed): this file's, even when another file
+    registered the same name later."""
+    _, digest = load_recipe_file(path, expected_sha256=expected_sha256)
+    recipe: Recipe = sys.modules[f"{USER_RECIPE_MODULE}{digest[:16]}"].__daybreak_recipe_obj__
+    return recipe
 
 
 def resolve_run_spec(config: RunConfig, world_size: int | None = None) -> RunSpec:
@@ -165,14 +183,14 @@ def resolve_run_spec(config: RunConfig, world_size: int | None = None) -> RunSpe
     task.check_data_dir(config.data_dir)
     recipe_file = sha = None
     if is_recipe_file(config.recipe):
-        name, sha = load_recipe_file(str(config.recipe), expected_sha256=config.recipe_sha256)
+        _, sha = load_recipe_file(str(config.recipe), expected_sha256=config.recipe_sha256)
         recipe_file = str(Path(str(config.recipe)).expanduser().resolve())
+        recipe = file_recipe(recipe_file, expected_sha256=sha)
     else:
         if config.recipe_sha256 is not None:
             raise ConfigError(f"--recipe-sha256 pins a recipe file; {config.recipe or task.reference_recipe} is a "
                               f"registered recipe")
-        name = config.recipe or task.reference_recipe
-    recipe = get_recipe(name)
+        recipe = get_recipe(config.recipe or task.reference_recipe)
     if recipe.task != task.name:
         raise ConfigError(f"recipe {recipe.name} is for task {recipe.task}, not {task.name}")
     overrides = typed_overrides(recipe, config.overrides)
