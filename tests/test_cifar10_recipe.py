@@ -548,6 +548,35 @@ def test_centred_whitening_is_the_option_with_mean_zero_outputs(data):
     assert out[:, :12].mean(0).abs().max() < 1e-3
 
 
+def test_the_whitening_covariance_is_computed_without_tf32_whatever_the_run_allows(data, monkeypatch):
+    # a GPU run allows TF32 for its matmuls (its record's tf32); airbench's covariance is plain float32
+    import daybreak.models.resnet_cifar as rc
+
+    seen = []
+    real_matmul = torch.matmul
+
+    def watching(a, b):
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        return real_matmul(a, b)
+
+    model = create_model("airbench_net", num_classes=10)
+    x = get_recipe("cifar10").build(get_recipe("cifar10").hyperparameters(), data, CPU).prepare(data.train_x)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True  # as a GPU run sets it
+    try:
+        monkeypatch.setattr(torch, "matmul", watching)
+        model.init_whitening(x)
+        monkeypatch.undo()
+        assert torch.backends.cuda.matmul.allow_tf32  # put back
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    assert seen == [False]  # the covariance's product ran with TF32 off
+    patches = torch.randn(1000, 12)
+    exact = patches.double().T @ patches.double()
+    assert rc.second_moment(patches).dtype == torch.float64
+    assert torch.allclose(rc.second_moment(patches), exact, rtol=1e-5, atol=1e-3)
+
+
 # --- Muon and cifar10_muon ---------------------------------------------------------------------------------------
 
 def test_newton_schulz_orthogonalizes_the_update():

@@ -122,8 +122,7 @@ class AirbenchNet(nn.Module):
         # N, C, H', W', kh, kw -> N, H', W', C, kh, kw -> patches flattened in the conv weight's (C, kh, kw) order
         patches = x.unfold(2, k[0], 1).unfold(3, k[1], 1).permute(0, 2, 3, 1, 4, 5).reshape(-1, dim)
         mean = patches.mean(dim=0) if centred else torch.zeros(dim, dtype=patches.dtype, device=patches.device)
-        centred_patches = patches - mean
-        cov = (centred_patches.T @ centred_patches).double() / max(len(patches) - int(centred), 1)
+        cov = second_moment(patches - mean) / max(len(patches) - int(centred), 1)
         eigenvalues, eigenvectors = torch.linalg.eigh(cov)  # ascending
         order = eigenvalues.argsort(descending=True)[: self.eigen_patches]
         filters = eigenvectors[:, order].T / torch.sqrt(eigenvalues[order].clamp_min(0) + eps).unsqueeze(1)
@@ -133,6 +132,19 @@ class AirbenchNet(nn.Module):
             assert self.whiten.bias is not None  # (bias=True)
             self.whiten.bias.copy_(-(weight @ mean.double()).to(self.whiten.bias.dtype))
         self.whiten.weight.requires_grad_(False)
+
+
+def second_moment(patches: torch.Tensor) -> torch.Tensor:
+    """``patches.T @ patches`` in float64, from a float32 product with TF32 off whatever the run allows: a run on
+    an Ampere or later GPU allows TF32 for its matmuls (``--tf32``), which would round the patches to 10 bits of
+    mantissa before the covariance whose smallest eigenvalues set the whitening's largest gains; airbench computes
+    it in plain float32 (PyTorch's default)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return torch.matmul(patches.T, patches).double()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def half_with_float_norms(model: nn.Module) -> nn.Module:
