@@ -36,6 +36,7 @@ import math
 import random
 from typing import Sequence
 
+from daybreak.analysis.stats import sample_std
 from daybreak.records.experiment import MAX_PAIRS, POWER, PairsNeeded, RatioEstimate, format_ratio
 
 BOOTSTRAP_RESAMPLES = 10_000
@@ -66,9 +67,8 @@ def paired_ratio(baseline: Sequence[float | None], candidate: Sequence[float | N
     censored = sum(1 for d in logs if math.isinf(d))
     est = RatioEstimate(quantity=quantity, n_pairs=n, n_censored=censored, n_neither_reached=len(neither),
                         confidence=confidence, method=METHOD_RANK if censored else METHOD_T)
-    finite = [d for d in logs if math.isfinite(d)]
-    if len(finite) >= 2:
-        sd = _sd(finite)
+    sd = sample_std([d for d in logs if math.isfinite(d)])  # None for fewer than 2 finite pairs
+    if sd is not None:
         est.log_ratio_sd = sd
         est.pairs_needed = [PairsNeeded(effect=e, power=POWER, pairs=pairs_needed(sd, e, confidence)) for e in
                             dict.fromkeys(effects)]
@@ -80,10 +80,9 @@ def paired_ratio(baseline: Sequence[float | None], candidate: Sequence[float | N
     else:
         m = sum(logs) / n
         est.ratio = math.exp(m)
-        if n < 2:
+        if sd is None:  # (no pair censored: every log ratio is finite) fewer than 2 pairs
             est.verdict = "too few pairs"
             return est
-        sd = _sd(logs)
         if sd == 0:
             est.ci_low = est.ci_high = est.ratio
             est.p_value = 1.0 if m == 0 else 0.0
@@ -107,11 +106,6 @@ def _log_ratio(a: float, b: float) -> float:
     if math.isinf(a):
         return -math.inf
     return math.log(b / a)
-
-
-def _sd(values: Sequence[float]) -> float:
-    m = sum(values) / len(values)
-    return math.sqrt(sum((x - m) ** 2 for x in values) / (len(values) - 1))
 
 
 # --- rank-based: Hodges-Lehmann and the Wilcoxon signed-rank interval ------------------------------------------------
