@@ -53,31 +53,39 @@ def load_file(path: Path, where: str = ENV) -> ModuleType:
         raise ConfigError(f"{where} {path}: no such file")
     if file.suffix != ".py":
         raise ConfigError(f"{where} {path}: not a Python file (.py)")
-    name = _module_name(file)
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"{where} {path}: cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # so that pickles and `reader("<name>", ...)` find it
     _loading.add(key)
+    try:
+        module = import_file(file, _module_name(file), where)
+    finally:
+        _loading.discard(key)
+    _loaded[key] = module
+    return module
+
+
+def import_file(file: Path, module_name: str, where: str) -> ModuleType:
+    """Import the user's Python file ``file`` (absolute) as ``module_name``, in ``sys.modules`` while it runs and
+    after (so that pickles find it); anything it raises is one ConfigError line, ``WHERE FILE:LINE: Type: message``
+    (a plug-in file here, a recipe file in daybreak.train.spec), and leaves nothing in ``sys.modules``."""
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{where} {file}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except ConfigError:
-        sys.modules.pop(name, None)
+        sys.modules.pop(module_name, None)
         raise
     except Exception as e:  # noqa: BLE001 - the user's code: one line, the file and the line
-        sys.modules.pop(name, None)
+        sys.modules.pop(module_name, None)
         line = None
         tb = e.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == key:
+            if tb.tb_frame.f_code.co_filename == str(file):
                 line = tb.tb_lineno
             tb = tb.tb_next
         text = str(e).splitlines()[0] if str(e) else ""
         raise ConfigError(f"{where} {file}{f':{line}' if line else ''}: {type(e).__name__}: {text}") from None
-    finally:
-        _loading.discard(key)
-    _loaded[key] = module
     return module
 
 

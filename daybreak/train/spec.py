@@ -11,7 +11,6 @@ serialized (``DAYBREAK_RUN_SPEC``) instead of parsing the command line again, an
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import os
 import sys
@@ -24,6 +23,7 @@ from daybreak.config import COMPILE_MODES, DEFAULT_TF32, RunConfig, compile_mode
 from daybreak.errors import ConfigError
 from daybreak.launch import LaunchSpec
 from daybreak.options import to_toml
+from daybreak.plugins import import_file
 from daybreak.recipes import RECIPES, Recipe, get_recipe, parse_overrides
 from daybreak.tasks import Task, get_task
 
@@ -131,32 +131,13 @@ def load_recipe_file(path: str | os.PathLike[str], *, expected_sha256: str | Non
     if module_name in sys.modules:
         return sys.modules[module_name].__daybreak_recipe__, digest
     from_files = {n for n in RECIPES.names() if (RECIPES.origin(n) or "").startswith(USER_RECIPE_MODULE)}
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"--recipe {file}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        with RECIPES.replaceable(from_files):
-            spec.loader.exec_module(module)
-            added = [n for n in RECIPES.names() if RECIPES.origin(n) == module_name]
-            recipe = getattr(module, "RECIPE", None)
-            if isinstance(recipe, Recipe) and not added and (recipe.name not in RECIPES or recipe.name in from_files):
-                RECIPES.add(recipe.name, recipe)
-                added = [recipe.name]
-    except ConfigError:
-        sys.modules.pop(module_name, None)
-        raise
-    except Exception as e:  # noqa: BLE001 - the user's code: one line, the file and the line
-        sys.modules.pop(module_name, None)
-        tb = e.__traceback__
-        line = None
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == str(file):
-                line = tb.tb_lineno
-            tb = tb.tb_next
-        where = f"{file}:{line}" if line else str(file)
-        raise ConfigError(f"--recipe {where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    with RECIPES.replaceable(from_files):
+        module = import_file(file, module_name, "--recipe")
+        added = [n for n in RECIPES.names() if RECIPES.origin(n) == module_name]
+        recipe = getattr(module, "RECIPE", None)
+        if isinstance(recipe, Recipe) and not added and (recipe.name not in RECIPES or recipe.name in from_files):
+            RECIPES.add(recipe.name, recipe)
+            added = [recipe.name]
     if len(added) != 1:
         sys.modules.pop(module_name, None)
         raise ConfigError(f"--recipe {file}: the file must register exactly one recipe (RECIPES.add or a "
