@@ -28,7 +28,7 @@ class Versioned(BaseModel):
     what each version changed). A record made by this code gets this version; one read from a file keeps what the
     file says (None: written before daybreak 0.5, which did not record it here; its ``system.daybreak`` may)."""
 
-    daybreak_version: str | None = None
+    daybreak_version: str | None = None  # the daybreak version that wrote it, set when it is made (None: before 0.5)
 
     @model_validator(mode="after")
     def _made_by_this_version(self) -> "Versioned":
