@@ -91,8 +91,12 @@ def problems(readme: str | None = None, docs: Path = DOCS) -> list[str]:
     return out
 
 
-def include(markdown: str, readme: str | None = None) -> str:
-    """``markdown`` (a page) with each marker replaced by its README section's text."""
+ORIGIN = "<!-- from README: {title} -->"  # where a moved section starts (tests/doc_pages.py finds it by it)
+
+
+def include(markdown: str, readme: str | None = None, *, mark_origin: bool = False) -> str:
+    """``markdown`` (a page) with each marker replaced by its README section's text; ``mark_origin``: each section
+    preceded by an ORIGIN comment naming it (the move keeps them, so that tests find a section where it moved)."""
     by_title = {s.title: s for s in sections(readme if readme is not None else README.read_text(encoding="utf-8"))}
     named = [by_title[m.group(2)] for m in MARKER.finditer(markdown) if m.group(2) in by_title]
     top = min((s.level for s in named), default=2)
@@ -101,10 +105,11 @@ def include(markdown: str, readme: str | None = None) -> str:
         section = by_title.get(m.group(2))
         if section is None:
             return m.group(0)  # left for --check to report
+        origin = ORIGIN.format(title=section.title) + "\n\n" if mark_origin else ""
         if m.group(1) == "readme-body":
-            return section.body.rstrip("\n")
+            return (origin + section.body).rstrip("\n")
         level = 2 + section.level - top
-        return f"{'#' * level} {section.title}\n\n{section.body}".rstrip("\n")
+        return f"{origin}{'#' * level} {section.title}\n\n{section.body}".rstrip("\n")
 
     return MARKER.sub(one, markdown)
 
@@ -123,11 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         print(f"{len(sections(README.read_text(encoding='utf-8')))} README sections, each with one home in docs/")
         return 0
-    for page in sorted({p for p, _, _ in markers()}):
-        page.write_text(include(page.read_text(encoding="utf-8")), encoding="utf-8")
+    for page in apply(README.read_text(encoding="utf-8"), DOCS):
         print(f"{page.relative_to(ROOT)}: sections written in")
     print("now cut README.md to the front door (what it is, the two commands, one example output, links)")
     return 0
+
+
+def apply(readme: str, docs: Path) -> list[Path]:
+    """The move: every page with markers gets its sections' text for good (each after a comment naming it); returns
+    the pages written."""
+    pages = sorted({p for p, _, _ in markers(docs)})
+    for page in pages:
+        page.write_text(include(page.read_text(encoding="utf-8"), readme, mark_origin=True), encoding="utf-8")
+    return pages
 
 
 if __name__ == "__main__":

@@ -151,3 +151,31 @@ def test_the_site_builds_strictly(tmp_path):
     clocks = (site / "concepts" / "clock-rules" / "index.html").read_text(encoding="utf-8")
     assert "Moving from the README" in clocks and "MLPerf" in clocks  # the README's section, until it moves
     assert (site / "reference" / "openapi.json").exists()
+
+
+def test_the_move_rehearsed_keeps_every_section_and_every_example(tmp_path):
+    """scripts/readme_to_docs.py --apply on a copy: afterwards every README section is found where it moved
+    (tests/doc_pages.section: what the example tests read), with the same text, and the documentation's command
+    lines are the same ones, so every example keeps running; a README cut to its front door loses nothing."""
+    import shutil
+
+    from doc_pages import bash_commands, section
+
+    shutil.copytree(DOCS, tmp_path / "docs")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (tmp_path / "README.md").write_text(readme, encoding="utf-8")
+    before_files = [tmp_path / "README.md", *sorted((tmp_path / "docs").rglob("*.md"))]
+    titles = [s.title for s in readme_to_docs.sections(readme)]
+    before = {t: section(t, before_files)[1] for t in titles}
+    commands = bash_commands(before_files)
+
+    written = readme_to_docs.apply(readme, tmp_path / "docs")
+    assert len(written) >= 25 and readme_to_docs.markers(tmp_path / "docs") == []
+    (tmp_path / "README.md").write_text("# daybreak\n\nThe front door.\n", encoding="utf-8")  # cut (a stand-in)
+    after_files = [tmp_path / "README.md", *sorted((tmp_path / "docs").rglob("*.md"))]
+    for title in titles:
+        if title == "daybreak":  # the front door keeps its title
+            continue
+        where, text = section(title, after_files)  # (the last section of a page runs on to the page's end)
+        assert where != tmp_path / "README.md" and text.strip().startswith(before[title].strip()), title
+    assert set(bash_commands(after_files)) == set(commands)
