@@ -129,7 +129,9 @@ def build_parser(argv: list[str] | None = None) -> Parser:
                "`daybreak COMMAND --help` explains each command. Exit status: 0 success, 2 a usage or data error "
                "(one line on stderr), 130 interrupted; `daybreak run`: 3 below the target, 4 diverged, 5 failed.",
     )
-    parser.add_argument("--version", action="version", version=f"daybreak {__version__}")
+    parser.add_argument("--version", action="version", version=f"daybreak {__version__}",
+                        help="print daybreak's version and exit (every record carries it; CHANGELOG.md says what each "
+                             "version changed)")
     parser.add_argument("--plugin", metavar="FILE", action="append",
                         help="a Python file that registers tasks, readers, models or recipes (repeatable; anywhere on "
                              "the command line before a --; also DAYBREAK_PLUGINS=FILE:FILE): no packaging needed")
