@@ -6,10 +6,11 @@
 #   make run ARGS="mnist --instance gcp-g2-standard-4"
 #   make test                   # the test suite; `make test ARGS="-m slow"` for the slow tests
 #   make venv                   # only set up .venv
+#   make docs                   # the documentation site in site/ (mkdocs build --strict; `mkdocs serve` to read it)
 
 ARGS ?=
 
-.PHONY: run test venv
+.PHONY: run test venv docs
 
 run: venv
 	.venv/bin/daybreak run $(ARGS)
@@ -19,3 +20,6 @@ test: venv
 
 venv:
 	@bash scripts/bootstrap.sh
+
+docs: venv
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict

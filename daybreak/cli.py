@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, NoReturn, TypeVar, overload
 
-from daybreak.commands_index import BY_NAME, COMMANDS, modules
+from daybreak.commands_index import BY_NAME, COMMANDS, extra_providing, missing_extra_message, modules
 from daybreak.errors import DaybreakError
 from daybreak.version import __version__
 
@@ -93,16 +93,22 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> Any:
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:  # reported by the (sub)command they were given to, so its --help is the one named
-            parser, deeper = self, True
-            while deeper:
-                deeper = False
-                for action in parser._actions:
-                    name = getattr(namespace, action.dest, None)
-                    if isinstance(action, argparse._SubParsersAction) and name in action.choices:
-                        parser, deeper = action.choices[name], True
-                        break
-            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+            self.chosen(namespace).error(f"unrecognized arguments: {' '.join(extras)}")
         return namespace
+
+    def chosen(self, namespace: argparse.Namespace) -> argparse.ArgumentParser:
+        """The parser of the (sub)command ``namespace`` holds (its ``prog`` names it: 'daybreak leaderboard
+        serve')."""
+        parser: argparse.ArgumentParser = self
+        deeper = True
+        while deeper:
+            deeper = False
+            for action in parser._actions:
+                name = getattr(namespace, action.dest, None)
+                if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                    parser, deeper = action.choices[name], True
+                    break
+        return parser
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.split(maxsplit=1)[1:]
@@ -110,7 +116,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"daybreak: error: {where}{message} (see `{self.prog} --help`)\n")
 
 
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> Parser:
     """daybreak's parser. Given the command line ``argv``, only the module of the command it names is imported
     (``daybreak run`` loads neither the leaderboard's web stack nor the analyses); every other command is listed
     by its name and help alone (daybreak.commands_index), so ``daybreak --help`` stays complete. Without ``argv``
@@ -123,7 +129,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                "`daybreak COMMAND --help` explains each command. Exit status: 0 success, 2 a usage or data error "
                "(one line on stderr), 130 interrupted; `daybreak run`: 3 below the target, 4 diverged, 5 failed.",
     )
-    parser.add_argument("--version", action="version", version=f"daybreak {__version__}")
+    parser.add_argument("--version", action="version", version=f"daybreak {__version__}",
+                        help="print daybreak's version and exit (every record carries it; CHANGELOG.md says what each "
+                             "version changed)")
     parser.add_argument("--plugin", metavar="FILE", action="append",
                         help="a Python file that registers tasks, readers, models or recipes (repeatable; anywhere on "
                              "the command line before a --; also DAYBREAK_PLUGINS=FILE:FILE): no packaging needed")
@@ -134,7 +142,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         named = next((a for a in argv if not a.startswith("-")), None)
         wanted = [BY_NAME[named].module] if named in BY_NAME else []
     for name in wanted:
-        importlib.import_module(name).register(sub)
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:  # a command module that needs an extra at import time
+            if (extra := extra_providing(e.name or "")) is None:
+                raise
+            command = next(c.name for c in COMMANDS if c.module == name)
+            parser.exit(EXIT_USAGE, f"daybreak: error: {missing_extra_message(command, extra, e.name or '')}\n")
+        module.register(sub)
     registered = sub.choices
     listed = {c.name: c.help for c in COMMANDS if c.name not in registered}
     for name, text in listed.items():  # named in the help and in "invalid choice" errors, never parsed further
@@ -192,6 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as e:
+        # A module of an optional extra (pyproject.toml) that is not installed, e.g. `daybreak leaderboard serve`
+        # after `pip install daybreak` alone: one line naming the extra to install. Any other missing module is a
+        # broken installation: the traceback.
+        extra = extra_providing(e.name or "")
+        if extra is None:
+            raise
+        command = parser.chosen(args).prog.removeprefix("daybreak ")
+        print(f"daybreak: error: {missing_extra_message(command, extra, e.name or '')}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as e:
         # A path the user named that cannot be used (permission denied, read-only, not a directory, exists, ...)
         # is their mistake to fix: one line. Any other OSError is a bug or the machine's problem: the traceback.

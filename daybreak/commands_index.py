@@ -4,6 +4,10 @@ The command line imports only the module of the command it runs (``daybreak run`
 web stack); ``daybreak --help`` lists every command from this table alone, without importing any of them. Each
 module's ``register(subparsers)`` takes its commands' help from :func:`help_of`, and a test checks that the
 modules register exactly the commands this table gives them.
+
+The optional parts of the package are declared here too (:data:`EXTRAS`: each extra of ``pyproject.toml`` with
+the modules it brings), so that a command whose extra is not installed says in one line which to install
+(``daybreak leaderboard serve`` without ``daybreak[leaderboard]``) instead of a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +20,28 @@ class Command:
     name: str
     module: str  # defines register(subparsers), which adds this command (and the module's others)
     help: str
+    extra: str | None = None  # the extra (a name in EXTRAS) it needs beyond the core install; None: the core's
+
+
+@dataclass(frozen=True)
+class Extra:
+    """An optional part of the package: ``pip install 'daybreak[NAME]'``."""
+
+    name: str  # the extra's name in pyproject.toml [project.optional-dependencies]
+    modules: tuple[str, ...]  # the top-level modules its packages provide (what a failed import names)
+    purpose: str  # what it is for, in a few words
+
+
+EXTRAS: tuple[Extra, ...] = (
+    Extra("leaderboard", ("fastapi", "starlette", "uvicorn", "sqlalchemy", "jinja2", "multipart", "python_multipart",
+                          "psycopg"), "the leaderboard's web server and database"),
+    Extra("loadgen", ("mlperf_loadgen",), "MLCommons LoadGen for `daybreak infer --backend loadgen`"),
+    Extra("slurm", ("submitit",), "the Slurm and submitit-local executors"),
+    Extra("energy", ("pynvml",), "GPU energy through NVML"),
+    Extra("jax", ("jax", "jaxlib", "flax", "optax"), "the JAX reference programs of `daybreak throughput`"),
+    Extra("tensorflow", ("tensorflow", "keras"), "the TensorFlow reference programs of `daybreak throughput`"),
+    Extra("paddle", ("paddle",), "the Paddle reference programs of `daybreak throughput`"),
+)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -27,7 +53,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("instances", "daybreak.train.commands",
             "list the price catalog used by --instance, with each price's date, source and note"),
     Command("leaderboard", "daybreak.leaderboard.commands",
-            "import submissions, rank them, serve the leaderboard web site"),
+            "import submissions, rank them, serve the leaderboard web site", extra="leaderboard"),
     Command("time", "daybreak.external.commands",
             "time any framework's training program to the target accuracy from its MLPerf log (`-- CMD ...`)"),
     Command("check-mllog", "daybreak.external.commands",
@@ -67,3 +93,15 @@ def help_of(name: str) -> str:
 def modules() -> list[str]:
     """The command modules, each once, in the table's order."""
     return list(dict.fromkeys(c.module for c in COMMANDS))
+
+
+def extra_providing(module: str) -> Extra | None:
+    """The extra whose packages provide ``module`` (a dotted name: its top-level package counts), or None."""
+    top = module.split(".", 1)[0]
+    return next((e for e in EXTRAS if top in e.modules), None)
+
+
+def missing_extra_message(command: str, extra: Extra, module: str) -> str:
+    """The one line for a command that needs ``extra`` when ``module`` (one of its modules) cannot be imported."""
+    return (f"`daybreak {command}` needs daybreak's {extra.name} extra ({extra.purpose}; {module.split('.', 1)[0]} "
+            f"is not installed): pip install 'daybreak[{extra.name}]'")

@@ -1,3 +1,8 @@
-"""The package version, importable without importing anything else of daybreak."""
+"""The package version, importable without importing anything else of daybreak.
 
-__version__ = "0.1.0"
+Semantic versioning (PEP 440 spelling): CHANGELOG.md says what each version changed. ``daybreak --version`` prints
+it, and every record carries it (``SystemInfo.daybreak``, ``Record.daybreak_version``). A ``.devN`` suffix marks a
+checkout on its way to that version (the changelog's "Unreleased" section).
+"""
+
+__version__ = "0.5.0.dev0"

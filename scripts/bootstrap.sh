@@ -14,7 +14,9 @@
 #        - DAYBREAK_TORCH (a requirement, e.g. "torch==2.13.0+cpu") and/or DAYBREAK_TORCH_INDEX (an index URL,
 #          e.g. https://download.pytorch.org/whl/cu126) override the choice: that is installed as given.
 #   3. install daybreak editable with its test, loadgen and slurm extras, with torch held at the version now installed
-#      (so no dependency can swap it for another build);
+#      (so no dependency can swap it for another build); the test extra pulls the leaderboard, docs and release
+#      extras, everything `make test`, `make docs` and CI's wheel check need (`pip install daybreak` alone is the
+#      lean core: see docs/getting-started/install.md);
 #   4. check that torch imports (and on a machine without an NVIDIA GPU that it is a CPU build).
 #
 # Idempotent: when .venv was set up from the same pyproject.toml, this script and the same choices, it returns

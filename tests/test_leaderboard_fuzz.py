@@ -205,7 +205,7 @@ SYSTEM_KINDS = {
 }
 
 RUN_KINDS = {
-    "schema_version": "count", "kind": "enum", "run_id": "text", "task": "enum", "recipe": "text", "model": "text",
+    "daybreak_version": "text?", "schema_version": "count", "kind": "enum", "run_id": "text", "task": "enum", "recipe": "text", "model": "text",
     "framework": "text", "metric": "enum", "target": "fraction", "target_is_default": "bool", "official": "bool",
     "unofficial_reasons": "list", "unofficial_reasons.*": "text", "hyperparameters": "free", "seed": "seed",
     "device": "text", "amp": "text", "compile": "enum", "threads": "count?", "world_size": "count", "nodes": "count",
@@ -253,7 +253,7 @@ RUN_KINDS = {
 }
 
 INFERENCE_KINDS = {
-    "schema_version": "count", "kind": "enum", "run_id": "text", "task": "enum", "recipe": "text", "model": "text",
+    "daybreak_version": "text?", "schema_version": "count", "kind": "enum", "run_id": "text", "task": "enum", "recipe": "text", "model": "text",
     "framework": "text", "metric": "enum", "checkpoint": "text", "checkpoint_epoch": "nonneg?",
     "checkpoint_accuracy": "fraction?", "n_examples": "count", "latency": "section", "latency.n": "count",
     "latency.total_s": "positive", "latency.mean_ms": "positive", "latency.min_ms": "nonneg",
@@ -275,7 +275,7 @@ INFERENCE_KINDS = {
 }
 
 REPEAT_KINDS = {
-    "schema_version": "count", "kind": "enum", "task": "enum", "recipe": "text", "model": "text", "metric": "enum",
+    "daybreak_version": "text?", "schema_version": "count", "kind": "enum", "task": "enum", "recipe": "text", "model": "text", "metric": "enum",
     "target": "fraction", "hyperparameters": "free", "overrides": "free", "seeds": "list", "seeds.*": "int",
     "n_runs": "count", "n_reached": "index", "reached_fraction": "fraction?", "time_to_target": "object",
     "time_to_target.n": "index", "time_to_target.times_s": "list", "time_to_target.times_s.*": "nonneg",

@@ -1,9 +1,11 @@
-"""The README's examples, executed as written (not just parsed), and checked to do what the README says they do;
-the docstrings' examples too (daybreak/__init__.py, examples/recipes/digits_wide.py).
+"""The documentation's examples, executed as written (not just parsed), and checked to do what the documentation
+says they do; the docstrings' examples too (daybreak/__init__.py, examples/recipes/digits_wide.py). The
+documentation is README.md and every page of the site, docs/**/*.md (tests/doc_pages.py), so an example keeps
+running when its section moves from the README into the site.
 
-Every command line of the README's ``bash`` blocks is either run here (RUN: the test that runs it) or listed in
-NOT_RUN with the reason (data that is not on this machine, a GPU, a cluster, a placeholder): a new example must be
-put in one or the other. Each run takes under two minutes on this project's 2-core machine; together they take
+Every command line of their ``bash`` blocks is either run here (RUN: the test that runs it) or listed in NOT_RUN
+with the reason (data that is not on this machine, a GPU, a cluster, a placeholder): a new example must be put in
+one or the other. Each run takes under two minutes on this project's 2-core machine; together they take
 several, so they are slow tests (``pytest -m slow``, which CI runs), but for the cheap ones in test_options.py.
 """
 
@@ -16,6 +18,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from doc_pages import DOC_FILES, bash_commands, doc_text
 
 import daybreak
 from daybreak.analysis.commands import DEFAULT_ANALYSIS_DIR
@@ -23,9 +26,8 @@ from daybreak.cli import main
 from daybreak.records.run import RunResult
 
 ROOT = Path(daybreak.__file__).parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 
-# prefix of a README command line -> why it is not run here
+# prefix of a documented command line -> why it is not run here
 NOT_RUN = {
     "make ": "sets up the environment these tests run in",
     "daybreak run mnist": "needs the MNIST files (downloaded; tests/test_options.py runs the tiny synthetic-MNIST "
@@ -43,7 +45,8 @@ NOT_RUN = {
     "daybreak ab digits --recipe my_recipe.py": "a placeholder: your recipe file in a git checkout",
     "daybreak ab mnist": "a placeholder: your own train.py (and the MNIST files)",
     "python3 -m venv /shared": "a Slurm cluster's shared file system",
-    "pip install": "a Slurm cluster's shared file system",
+    "pip install": "installs packages (a Slurm cluster's shared file system; the install guide: CI installs the "
+                   "wheel into a fresh environment, .ci/wheel-smoke.sh)",
     "tmux ": "a Slurm cluster's login node",
     "daybreak repeat cifar10": "a Slurm cluster",
     "daybreak analyze roofline": "needs a ResNet-50 throughput sweep (throughput/resnet50-train)",
@@ -61,11 +64,12 @@ NOT_RUN = {
                                         "(tests/test_throughput_programs.py runs each program, slow)",
     "daybreak throughput --model my_net --program": "a placeholder: your own train.py (tests/"
                                                     "test_throughput_programs.py runs the protocol on a fake program)",
+    "mkdocs build --strict": "tests/test_docs.py::test_the_site_builds_strictly runs it (slow), and so does CI",
     "st --config-file tests/schemathesis.toml": "a served board and its token: tests/test_leaderboard_api.py runs "
                                                 "this very command against one",
 }
 
-# the README command lines these tests run (each also named in the test that runs it)
+# the documented command lines these tests run (each also named in the test that runs it)
 CHEAP = ["daybreak run", "daybreak tasks", "daybreak recipes [NAME]", "daybreak instances"]  # test_options.py
 MAIN = ["daybreak run digits --seed 3 --set epochs=20 --set lr=0.05 --full-schedule --out runs/lr005",
         "daybreak show runs/lr005",
@@ -84,21 +88,23 @@ RUN = CHEAP + MAIN + PEAK + EXPERIMENTS
 
 
 def readme_commands() -> list[str]:
-    """Every command line of the README's bash blocks, continuations joined, comments dropped, in order."""
-    out: list[str] = []
-    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
-        block = re.sub(r"\\\n\s*", " ", block)
-        for line in block.splitlines():
-            line = re.split(r"\s+#", line, maxsplit=1)[0].strip()
-            if line and not line.startswith("#") and line not in out:
-                out.append(line)
-    return out
+    """Every command line of the documentation's bash blocks (README.md and docs/**/*.md), continuations joined,
+    comments dropped, in order."""
+    return bash_commands()
 
 
-def test_every_readme_command_is_run_or_says_why():
+def test_every_documented_command_is_run_or_says_why():
+    assert DOC_FILES[0].name == "README.md" and len(DOC_FILES) > 1  # the site's pages are read too
     unclassified = [c for c in readme_commands() if c not in RUN and not any(c.startswith(p) for p in NOT_RUN)]
     assert unclassified == []
-    assert [c for c in RUN if c not in readme_commands()] == []  # what these tests run is still in the README
+    assert [c for c in RUN if c not in readme_commands()] == []  # what these tests run is still documented
+
+
+def test_the_commands_of_a_docs_page_are_read_like_the_readmes(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n```bash\ndaybreak run digits\\\n  --seed 3   # a comment\n# only a comment\n```\n"
+                    "\n```text\ndaybreak not-a-command-block\n```\n")
+    assert bash_commands([page]) == ["daybreak run digits --seed 3"]
 
 
 def _run(line: str) -> int:
@@ -119,8 +125,8 @@ def test_readme_run_show_config_and_two_processes(tmp_path, monkeypatch, capsys)
     assert lr005.reached and len(lr005.history) == 20 and lr005.hyperparameters["lr"] == 0.05
     capsys.readouterr()
     assert _run(MAIN[1]) == 0 and "REACHED" in capsys.readouterr().out
-    toml = re.search(r"```toml\n(# run.toml\n.*?)```", README, re.S)
-    assert toml, "the README shows run.toml"
+    toml = re.search(r"```toml\n(# run.toml\n.*?)```", doc_text(), re.S)
+    assert toml, "the documentation shows run.toml"
     (tmp_path / "run.toml").write_text(toml.group(1))
     before = set((tmp_path / "runs").iterdir())
     assert _run(MAIN[2]) == 0

@@ -27,6 +27,7 @@ from daybreak.analysis.sources import AnalyzedRun, classify, provenance, runs_in
 from daybreak.errors import ConfigError, DaybreakError
 from daybreak.fileio import atomic_write_text
 from daybreak.records.provenance import Provenance
+from daybreak.version import __version__
 
 HTML_FILE = "index.html"
 MARKDOWN_FILE = "report.md"
@@ -501,7 +502,8 @@ def build_report(paths: list[str | Path], out: Path, *, peak_file: Path | None =
         atomic_write_text(out / MARKDOWN_FILE, render_markdown(sections, prov, notes)),
         atomic_write_text(out / JSON_FILE, json.dumps(dict(
             kind="daybreak.report", sections=[s.title for s in sections], images=[p.name for p in images],
-            notes=notes, provenance=json.loads(prov.model_dump_json())), indent=2) + "\n"),
+            notes=notes, provenance=json.loads(prov.model_dump_json()), daybreak_version=__version__),
+            indent=2) + "\n"),
     ]
     return written + images
 

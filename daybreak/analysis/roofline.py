@@ -41,6 +41,7 @@ from daybreak.analysis.sources import classify, provenance, runs_in, unique_labe
 from daybreak.analysis.stats import attainable_flops, operational_intensity
 from daybreak.errors import ConfigError, DataError, DaybreakError, RecordError
 from daybreak.fileio import atomic_write_text
+from daybreak.records.base import Versioned
 from daybreak.records.provenance import Provenance
 from daybreak.records.run import RunResult
 from daybreak.records.throughput import PeakResult, ThroughputResult, datasheet_mfu, mfu_precision, with_mfu
@@ -121,7 +122,7 @@ class RooflinePoint(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class RooflineAnalysis(BaseModel):
+class RooflineAnalysis(Versioned):
     schema_version: int = 1
     kind: Literal["daybreak.roofline"] = "daybreak.roofline"
     points: list[RooflinePoint]

@@ -1,9 +1,10 @@
 """The family of typed JSON records (result.json, summary.json, lesion.json, ...): one base, one loader.
 
 Every record has a ``kind`` field (``daybreak.<name>``, a Literal default declared by the record itself, so that
-each keeps its own field order on disk) and, on the :class:`Record` base, the file it lives in and its name in
-messages. :func:`load_record` reads any of them from a run directory (or the file itself) with one-line errors;
-:func:`load_record_list` reads a file holding a JSON list of them (generalization.json).
+each keeps its own field order on disk), the daybreak version that wrote it (:class:`Versioned`) and, on the
+:class:`Record` base, the file it lives in and its name in messages. :func:`load_record` reads any of them from a run
+directory (or the file itself) with one-line errors; :func:`load_record_list` reads a file holding a JSON list of
+them (generalization.json).
 """
 
 from __future__ import annotations
@@ -12,16 +13,33 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from daybreak.errors import RecordError
 from daybreak.fileio import atomic_write_text
+from daybreak.version import __version__
 
 R = TypeVar("R", bound=BaseModel)
 RecordT = TypeVar("RecordT", bound="Record")
 
 
-class Record(BaseModel):
+class Versioned(BaseModel):
+    """A record that says which daybreak wrote it: ``daybreak_version`` (``daybreak --version``; CHANGELOG.md says
+    what each version changed). A record made by this code gets this version; one read from a file keeps what the
+    file says (None: written before daybreak 0.5, which did not record it here; its ``system.daybreak`` may)."""
+
+    daybreak_version: str | None = None  # the daybreak version that wrote it, set when it is made (None: before 0.5)
+
+    @model_validator(mode="after")
+    def _made_by_this_version(self) -> "Versioned":
+        # Every record file holds its ``kind``; code that makes a record never passes it (it is the default). So a
+        # record without ``kind`` among its given fields is being made now, and one with it was read from somewhere.
+        if self.daybreak_version is None and not {"kind", "daybreak_version"} & self.model_fields_set:
+            self.daybreak_version = __version__
+        return self
+
+
+class Record(Versioned):
     """Base of daybreak's typed records. A subclass declares ``kind: Literal["daybreak.<name>"]`` (with that
     default) among its fields and sets ``FILE`` (the file's name in its folder; None for records written where
     the user says) and ``WHAT`` (its name in messages: "run", "repeat", ...)."""

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from daybreak.fileio import atomic_write_text
 from daybreak.measure.system import SystemInfo
-from daybreak.records.base import load_record
+from daybreak.records.base import Versioned, load_record
 from daybreak.records.fields import Count, Fraction, Index, IsoDate, NonNegative, Positive, Seconds, Target
 
 INFERENCE_FILE = "inference.json"
@@ -132,7 +132,7 @@ class InferenceSettings(BaseModel):
     test_time_predict: bool = False  # the recipe's predict (e.g. flip TTA) was used, as in the run's evaluations
 
 
-class InferenceResult(BaseModel):
+class InferenceResult(Versioned):
     schema_version: Count = 1
     kind: Literal["daybreak.inference"] = "daybreak.inference"
     run_id: str

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Literal, NamedTuple, Sequence
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from daybreak.measure.system import SystemInfo
+from daybreak.records.base import Versioned
 
 # what identifies a configuration (ThroughputConfig.key): its fields in a fixed order, the framework's after them
 ConfigKey = tuple[Any, ...]
@@ -152,7 +153,7 @@ class Attempt(BaseModel):
     error: str | None = None
 
 
-class ThroughputResult(BaseModel):
+class ThroughputResult(Versioned):
     schema_version: int = 1
     kind: Literal["daybreak.throughput"] = "daybreak.throughput"
     config: ThroughputConfig
@@ -258,7 +259,7 @@ def slow_precision_note(precision: str, slowdown: float, device_type: str, capab
     return text
 
 
-class PeakResult(BaseModel):
+class PeakResult(Versioned):
     """The two roofline ceilings of a device: peak matmul FLOP/s per precision and memory copy bandwidth.
 
     ``flops_per_s`` holds ceilings only. A precision that runs much slower than fp32 (emulated) is in ``emulated``
