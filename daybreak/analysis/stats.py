@@ -89,14 +89,31 @@ def olympic_mean(values: Sequence[float]) -> float | None:
 # (_compute_strong_score_standalone, _compute_olympic_average) implements the first part the same way.
 
 MLPERF_SCORED_RUNS = 5  # N when nothing else is said: MLPerf's count for ResNet-50 (and SSD, RetinaNet, ...)
-MLPERF_MAX_FAILED = 1
+MLPERF_MAX_FAILED = 1  # of a set of MLPerf's usual size (5 or 10 runs): see mlperf_dropped
+
+
+def mlperf_dropped(scored_runs: int) -> int:
+    """How many runs MLPerf drops at each end of a set of N = ``scored_runs`` (and how many non-converging runs the
+    set may hold, each counted as one of the slowest): one for its 5- and 10-run benchmarks, four for UNET3D's 40
+    (RULES: "Out of the 40 runs, the 4 fastest and 4 slowest are dropped. There can be maximum of 4 non-converging
+    runs"; mlperf-logging's summarizer: max_dropped_scores 4 for unet3d, 1 otherwise). daybreak's --scored-runs N
+    keeps that proportion: max(1, N // 10).
+
+    >>> [mlperf_dropped(n) for n in (3, 5, 10, 20, 40)]
+    [1, 1, 1, 2, 4]
+    """
+    return max(1, scored_runs // 10)
 
 
 def mlperf_olympic(times: Sequence[float], max_failed: int = MLPERF_MAX_FAILED) -> float | None:
     """One set of runs scored as MLPerf does (``times``: seconds, ``math.inf`` for a run that did not reach the
-    target): drop the fastest run and the slowest (a non-converging run, if any, being the slowest), average the
-    rest. ``math.inf`` (invalid) with more than ``max_failed`` non-converging runs; None when nothing is left to
-    average (fewer than 3 runs)."""
+    target): drop the ``max_failed`` fastest runs and as many slowest (a non-converging run, if any, being one of
+    the slowest), average the rest. ``math.inf`` (invalid) with more than ``max_failed`` non-converging runs; None
+    when nothing is left to average.
+
+    >>> mlperf_olympic([12.0, 10.0, 11.0, 30.0, 9.0]), mlperf_olympic([12.0, 10.0, math.inf, 30.0, 9.0])
+    (11.0, 17.333333333333332)
+    """
     failed = sum(1 for t in times if math.isinf(t))
     if failed > max_failed:
         return math.inf
@@ -107,38 +124,41 @@ def mlperf_olympic(times: Sequence[float], max_failed: int = MLPERF_MAX_FAILED) 
 
 def mlperf_score(times: Sequence[float], scored_runs: int = MLPERF_SCORED_RUNS) -> "RepeatScore":
     """The MLPerf score of runs in the order they ran (``math.inf``: not reached): the olympic rule above on all of
-    them when there are at most ``scored_runs``; with more, the window of ``scored_runs`` consecutive runs whose
-    score is the median of all windows' (of an even number of windows, the slower of the two middle ones)."""
-    from daybreak.records.repeat import RepeatScore
-
+    them when there are at most ``scored_runs``, dropping :func:`mlperf_dropped` runs at each end; with more, the
+    window of ``scored_runs`` consecutive runs whose score is the median of all windows' (of an even number of
+    windows, the slower of the two middle ones)."""
     runs = list(times)
     failed = sum(1 for t in runs if math.isinf(t))
-    rule = (f"MLPerf: olympic mean (fastest and slowest dropped; one non-converging run may be the slowest "
-            f"dropped, more make the set invalid)")
+    dropped = mlperf_dropped(scored_runs)
+    each = "fastest and slowest dropped" if dropped == 1 else f"the {dropped} fastest and {dropped} slowest dropped"
+    rule = (f"MLPerf: olympic mean of {scored_runs} runs ({each}; up to {dropped} non-converging "
+            f"run{'s' if dropped > 1 else ''} may be among the slowest dropped, more make the set invalid)")
     if len(runs) <= scored_runs:
-        value = mlperf_olympic(runs)
+        value = mlperf_olympic(runs, dropped)
         notes = [] if len(runs) == scored_runs else [
             f"{len(runs)} runs: fewer than the {scored_runs} of a complete MLPerf result"]
-        return _score(rule, value, 0, len(runs), failed, notes)
-    windows = [(i, mlperf_olympic(runs[i:i + scored_runs])) for i in range(len(runs) - scored_runs + 1)]
+        return _score(rule, value, 0, len(runs), failed, notes, dropped)
+    windows = [(i, mlperf_olympic(runs[i:i + scored_runs], dropped)) for i in range(len(runs) - scored_runs + 1)]
     ordered = sorted(windows, key=lambda w: (math.inf if w[1] is None else w[1], w[0]))
     start, value = ordered[len(ordered) // 2]  # odd: the middle; even: the slower of the two middle ones
     rule += (f"; of {len(runs)} runs, the window of {scored_runs} consecutive runs (in the order they ran) whose "
              f"score is the median of the {len(windows)} windows'")
     window_failed = sum(1 for t in runs[start:start + scored_runs] if math.isinf(t))
-    return _score(rule, value, start, start + scored_runs, window_failed, [])
+    return _score(rule, value, start, start + scored_runs, window_failed, [], dropped)
 
 
-def _score(rule: str, value: float | None, start: int, stop: int, failed: int, notes: list[str]) -> "RepeatScore":
+def _score(rule: str, value: float | None, start: int, stop: int, failed: int, notes: list[str],
+           dropped: int = MLPERF_MAX_FAILED) -> "RepeatScore":
     from daybreak.records.repeat import RepeatScore
 
     valid = value is not None and not math.isinf(value)
     if value is not None and math.isinf(value):
-        notes = notes + [f"{failed} non-converging runs: more than {MLPERF_MAX_FAILED}, the set is invalid"]
+        notes = notes + [f"{failed} non-converging runs: more than {dropped}, the set is invalid"]
     elif value is None:
-        notes = notes + ["fewer than 3 runs: nothing is left once the fastest and the slowest are dropped"]
+        notes = notes + [f"fewer than {2 * dropped + 1} runs: nothing is left once the {dropped} fastest and the "
+                         f"{dropped} slowest are dropped"]
     elif failed:
-        notes = notes + [f"{failed} non-converging run counted as the slowest and dropped"]
+        notes = notes + [f"{failed} non-converging run{'s' if failed > 1 else ''} counted as the slowest and dropped"]
     return RepeatScore(rule=rule, score_s=value if valid else None, valid=valid, first_run=start, stop_run=stop,
                        n_failed=failed, notes=notes)
 
@@ -277,15 +297,18 @@ def hedges_g(a: Sequence[float], b: Sequence[float]) -> float | None:
 
 
 def welch_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
-    """(t statistic, two-sided p) of Welch's unequal-variance t-test; None with fewer than 2 values a side."""
+    """(t statistic, two-sided p) of Welch's unequal-variance t-test; None with fewer than 2 values a side or no
+    variance on either side (no test)."""
     from scipy import stats as sps
 
     a, b = _clean(a), _clean(b)
     if len(a) < 2 or len(b) < 2:
         return None
+    if statistics.variance(a) == 0 and statistics.variance(b) == 0:
+        return None  # t = difference / 0: no test (scipy says t = -inf, p = 0)
     res = sps.ttest_ind(a, b, equal_var=False)
     t, p = float(res.statistic), float(res.pvalue)
-    if not math.isfinite(p):
+    if not (math.isfinite(p) and math.isfinite(t)):
         return None
     return t, p
 
@@ -297,7 +320,9 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] 
     a, b = _clean(a), _clean(b)
     if not a or not b:
         return None
-    res = sps.mannwhitneyu(a, b, alternative="two-sided")
+    ties = len(set(a + b)) < len(a) + len(b)
+    method = "asymptotic" if ties or (len(a) > 8 and len(b) > 8) else "exact"  # named, not left to scipy's "auto"
+    res = sps.mannwhitneyu(a, b, alternative="two-sided", method=method)
     return float(res.statistic), float(res.pvalue)
 
 

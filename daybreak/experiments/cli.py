@@ -232,7 +232,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     files: dict[Path, str] = {}  # recipe files at a commit, written once the experiment is open
     for prefix, default_name in (("a", "baseline"), ("b", "candidate")):
         arm = ArmOptions(**given(args, ArmOptions, "ab", prefix))
-        values = merge_values(RunConfig, shared, load_toml(arm.config, RunConfig) if arm.config else {})
+        values = merge_values(RunConfig, shared,
+                              load_toml(arm.config, RunConfig, f"--{prefix}-config") if arm.config else {})
         if arm.recipe:
             values["recipe"] = arm.recipe
         if arm.overrides:
