@@ -192,7 +192,7 @@ def signed_rank_lower_tail(n: int, t: float) -> float:
     if k >= total:
         return 1.0
     if n <= EXACT_RANKS_MAX:
-        return _cumulative_counts(n)[k] / 2 ** n
+        return _cumulative_counts(n)[k] / (1 << n)  # exact integers; one correctly rounded division
     mean = total / 2
     sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
     return 0.5 * math.erfc(-(k + 0.5 - mean) / sd / math.sqrt(2))

@@ -220,7 +220,7 @@ def lesion_figure(s: Any) -> Any:
     plt = _plt()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.5))
     names = [safe(v.name, 30) for v in s.variants]
-    rows = []  # (ratio, low, high) as plotted: None where there is no comparison
+    rows: list[tuple[float | None, float | None, float | None]] = []  # (ratio, low, high); None: no comparison
     for v in s.variants:
         c = v.comparison
         if v.name == "full" and c is None:
