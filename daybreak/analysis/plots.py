@@ -312,10 +312,14 @@ def score_plot(a: Any, path: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     styles = ("-", "--", "-.", ":")  # equal profiles overlap: the dashes keep each one visible
+    official = getattr(a, "numerics", "exact") == "official"
     for i, s in enumerate(a.submissions):
         taus, rhos = [p[0] for p in s.profile], [p[1] for p in s.profile]
-        ax.step(taus, rhos, where="post", linewidth=2, alpha=0.8, linestyle=styles[i % len(styles)],
-                label=safe(f"{s.name} (score {s.score:.3f})", 60))
+        label = safe(f"{s.name} (score {s.score:.3f})", 60)
+        if official:  # the official code's samples joined by lines: the area under them is the trapezoid it scores
+            ax.plot(taus, rhos, linewidth=2, alpha=0.8, linestyle=styles[i % len(styles)], label=label)
+        else:
+            ax.step(taus, rhos, where="post", linewidth=2, alpha=0.8, linestyle=styles[i % len(styles)], label=label)
     ax.set_xlim(1.0, a.r_max)
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("tau (time / the fastest submission's time on the task)")

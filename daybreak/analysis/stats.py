@@ -467,3 +467,72 @@ def performance_profile(ratios: Sequence[float], r_max: float = R_MAX) -> list[t
     n = len(ratios)
     taus = sorted({1.0, r_max, *(r for r in ratios if 1.0 < r <= r_max)})
     return [(tau, sum(1 for r in ratios if r <= tau) / n) for tau in taus]
+
+
+# --- AlgoPerf's score as its own code computes it ----------------------------------------------------------------
+# algorithmic-efficiency's scoring/score_submissions.py calls performance_profile.compute_performance_profiles with
+# min_tau 1, max_tau 4, num_points 100 and a linear scale, then compute_leaderboard_score: per task, a time above
+# 4 x the fastest becomes infinite (compared in seconds, before dividing), r = time / the fastest time; rho(tau) =
+# the fraction of tasks with r <= tau at the 100 points of numpy.linspace(1, 4, 100); the score = numpy.trapz of
+# rho over those points / (4 - 1). The trapezoid of a step function is not its integral: a task's share differs from
+# the exact (r_max - r) / (r_max - 1) by up to half a grid step, 1 / (2 x 99) = 0.00505, so the two numerics can
+# order two close submissions differently. Written here from a reading of that code (no code copied).
+
+ALGOPERF_POINTS = 100  # score_submissions.py: num_points=100
+NUMERICS = ("exact", "official")
+
+
+def official_tau_grid(r_max: float = R_MAX, points: int = ALGOPERF_POINTS) -> list[float]:
+    """numpy.linspace(1, r_max, points) as numpy computes it: 1 + i x step with step = (r_max - 1) / (points - 1),
+    the last point r_max itself.
+
+    >>> g = official_tau_grid(); len(g), g[0], g[1], g[-1]
+    (100, 1.0, 1.0303030303030303, 4.0)
+    """
+    step = (r_max - 1.0) / (points - 1)
+    return [i * step + 1.0 for i in range(points - 1)] + [r_max]
+
+
+def official_ratios(times: dict[str, dict[str, float]], tasks: Sequence[str],
+                    r_max: float = R_MAX) -> dict[str, list[float]]:
+    """Each submission's ratio on each task (``times[submission][task]``, a missing task unsolved) as the official
+    code makes them: a time above r_max x the task's fastest is infinite, the comparison made in seconds before the
+    division; then time / the fastest."""
+    best = best_times(times, tasks)
+    out: dict[str, list[float]] = {}
+    for name, row in times.items():
+        ratios = []
+        for task in tasks:
+            t, b = row.get(task, UNSOLVED), best[task]
+            ratios.append(UNSOLVED if math.isinf(t) or math.isinf(b) or t > r_max * b else performance_ratio(t, b))
+        out[name] = ratios
+    return out
+
+
+def official_profile(ratios: Sequence[float], r_max: float = R_MAX,
+                     points: int = ALGOPERF_POINTS) -> list[tuple[float, float]]:
+    """rho at each point of the official tau grid: the fraction of tasks with r <= tau."""
+    if not ratios:
+        raise ValueError("no tasks")
+    n = len(ratios)
+    return [(tau, sum(1 for r in ratios if r <= tau) / n) for tau in official_tau_grid(r_max, points)]
+
+
+def trapezoid(profile: Sequence[tuple[float, float]]) -> float:
+    """The trapezoidal rule over (x, y) points, as numpy.trapz: the sum of (x1 - x0) (y1 + y0) / 2."""
+    return sum((x1 - x0) * (y1 + y0) / 2.0 for (x0, y0), (x1, y1) in zip(profile, profile[1:]))
+
+
+def official_score(ratios: Sequence[float], r_max: float = R_MAX, points: int = ALGOPERF_POINTS) -> float:
+    """AlgoPerf's score as its code computes it: the trapezoid of :func:`official_profile` over the grid, divided
+    by the grid's span (``ratios`` from :func:`official_ratios`). One task at r = 2.5 (midway between two grid
+    points) scores 0.5 as the exact integral does; at r = 2, a grid point, 0.6717 where the exact integral gives
+    0.6667 (half a grid step more: 1 / 198); at r = 4 exactly 0.00505 where the integral gives 0; the fastest 1.
+
+    >>> official_score([2.5]), round(official_score([2.0]), 4), official_score([1.0]), algoperf_score([2.0])
+    (0.5, 0.6717, 1.0, 0.6666666666666666)
+    >>> round(official_score([4.0]), 5), algoperf_score([4.0]), round(1 / 198, 5)
+    (0.00505, 0.0, 0.00505)
+    """
+    profile = official_profile(ratios, r_max, points)
+    return trapezoid(profile) / (profile[-1][0] - profile[0][0])
