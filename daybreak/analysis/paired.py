@@ -49,7 +49,7 @@ import math
 import random
 from typing import Sequence
 
-from daybreak.analysis.stats import sample_std
+from daybreak.analysis.stats import sample_std, t_quantile
 from daybreak.records.experiment import MAX_PAIRS, POWER, PairsNeeded, RatioEstimate, format_ratio
 
 BOOTSTRAP_RESAMPLES = 10_000
@@ -106,7 +106,7 @@ def paired_ratio(baseline: Sequence[float | None], candidate: Sequence[float | N
             est.verdict = "too few pairs"
             return est
         se = sd / math.sqrt(n)
-        half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * se
+        half = t_quantile(0.5 + confidence / 2, n - 1) * se
         est.ci_low, est.ci_high = math.exp(m - half), math.exp(m + half)
         est.p_value = float(2 * sps.t.sf(abs(m / se), n - 1))
         if bootstrap_is_meaningful(n, confidence):
@@ -279,12 +279,35 @@ def power_of(n: int, sd: float, delta: float, confidence: float) -> float:
     from scipy import stats as sps
 
     df = n - 1
-    t_crit = float(sps.t.ppf(0.5 + confidence / 2, df))
+    t_crit = t_quantile(0.5 + confidence / 2, df)
     nc = delta * math.sqrt(n) / sd
     power = float(sps.nct.sf(t_crit, df, nc) + sps.nct.cdf(-t_crit, df, nc))
-    if not math.isfinite(power):  # scipy's noncentral t fails far in its tails: the normal limit is exact there
-        power = float(sps.norm.sf(t_crit - nc) + sps.norm.cdf(-t_crit - nc))
+    if not math.isfinite(power):  # older scipy's noncentral t gives NaN far in its tails (1.10 with df 1-3)
+        power = t_test_power(t_crit, df, nc)
     return min(1.0, max(0.0, power))
+
+
+def t_test_power(t_crit: float, df: int, nc: float, intervals: int = 4000) -> float:
+    """P(|T| > t_crit) for T noncentral t with ``df`` degrees of freedom and noncentrality ``nc``, computed here:
+    T = (Z + nc) / (S / sqrt(df)) with S chi-distributed, so the power is the mean over S of
+    Phi(nc - t_crit S / sqrt(df)) + Phi(-nc - t_crit S / sqrt(df)) -- Simpson's rule over the chi density (its mode
+    +- 15, where all but e**-100 of it lies), normalized by the same rule. Where scipy's own noncentral t fails."""
+    mode = math.sqrt(max(df - 1, 0))
+    low, high = max(0.0, mode - 15.0), mode + 15.0
+    step = (high - low) / intervals
+    log_norm = (df / 2 - 1) * math.log(2) + math.lgamma(df / 2)
+    scale = t_crit / math.sqrt(df)
+    total = mass = 0.0
+    for i in range(intervals + 1):
+        x = low + i * step
+        if x <= 0.0 and df > 1:
+            continue  # the density is 0 at 0 (df = 1: it is largest there)
+        power_term = (df - 1) * math.log(x) if df > 1 else 0.0
+        weight = (1 if i in (0, intervals) else 4 if i % 2 else 2) * math.exp(power_term - x * x / 2 - log_norm)
+        tail = 0.5 * math.erfc(-(nc - scale * x) / math.sqrt(2)) + 0.5 * math.erfc((nc + scale * x) / math.sqrt(2))
+        total += weight * tail
+        mass += weight
+    return total / mass if mass > 0 else 0.0
 
 
 def pairs_needed(sd: float, effect: float, confidence: float, power: float = POWER) -> int | None:

@@ -56,10 +56,33 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
     return s / m
 
 
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t with ``df`` degrees of freedom: in closed form for 1 and 2; beyond, scipy's
+    quantile polished by Newton steps on the t distribution's CDF (scipy.special.stdtr, the same in every scipy
+    release daybreak allows), because the quantile function itself is not: scipy 1.10 gives t(3) at 0.995 as
+    5.84090930 where its own CDF and scipy 1.17 say 5.84090931.
+
+    >>> round(t_quantile(0.975, 1), 4), round(t_quantile(0.975, 2), 4), round(t_quantile(0.995, 3), 8)
+    (12.7062, 4.3027, 5.84090931)
+    """
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    from scipy import special, stats as sps
+
+    x = float(sps.t.ppf(p, df))
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    for _ in range(3):
+        density = math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
+        if density <= 0:
+            break
+        x -= (float(special.stdtr(df, x)) - p) / density
+    return x
+
+
 def confidence_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """Student-t interval of the mean; None for fewer than 2 values."""
-    from scipy import stats as sps
-
     v = _clean(values)
     if len(v) < 2:
         return None
@@ -67,8 +90,8 @@ def confidence_interval(values: Sequence[float], confidence: float = CONFIDENCE)
     assert m is not None and s is not None
     if s == 0:
         return (m, m)
-    low, high = sps.t.interval(confidence, df=len(v) - 1, loc=m, scale=s / math.sqrt(len(v)))
-    return float(low), float(high)
+    half = t_quantile(0.5 + confidence / 2, len(v) - 1) * s / math.sqrt(len(v))
+    return m - half, m + half
 
 
 def olympic_mean(values: Sequence[float]) -> float | None:
