@@ -434,6 +434,9 @@ def describe(est: RatioEstimate, baseline: str, candidate: str, what: str = "tim
     if est.ratio == 0 or math.isinf(est.ratio):
         fails = baseline if est.ratio == 0 else candidate
         return head + f": {fails} missed the target in most pairs"
+    if est.ratio == 1:  # the estimate sits on 1 while the test rejects 1 (ties at a ratio of exactly 1)
+        side = "better" if est.verdict == "candidate better" else "worse"
+        return head + f": the test calls {candidate} {side} though the estimate is 1.000 (see the interval's note)"
     if est.ratio < 1:
         return head + f": {candidate} is {format_ratio(1 / est.ratio)}x {'faster' if 'time' in what else 'lower'}"
     return head + f": {candidate} is {format_ratio(est.ratio)}x {'slower' if 'time' in what else 'higher'}"
