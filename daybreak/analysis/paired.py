@@ -92,6 +92,10 @@ def paired_ratio(baseline: Sequence[float | None], candidate: Sequence[float | N
             est.power_note = (f"no pairs-needed figure: {censored} of {n} pairs have one arm unreached, so the "
                               f"comparison is rank-based; the figure is a paired t-test's, for pairs that all "
                               f"reach the target")
+        elif sd == 0:
+            est.log_ratio_sd = sd
+            est.power_note = ("no pairs-needed figure: every pair has the same ratio, a spread of 0 that no number "
+                              "of pairs would estimate so")
         else:
             attach_power(est, sd, len(finite), effects)
     if n == 0:
