@@ -16,6 +16,7 @@ import pytest
 from daybreak.analysis import stats
 from daybreak.cli import main
 from daybreak.records.run import ClockFigure, RunResult
+from daybreak.records.score import ScoreAnalysis
 
 from conftest import single_line
 
@@ -195,6 +196,31 @@ def _clone(template: Path, folder: Path, recipe: str, task: str, times: list[flo
     return folder
 
 
+def _plot_area_is_the_score(a):
+    """Read score.png's lines back: the area under each submission's drawn profile / (r_max - 1) is the score the
+    table prints (a step line for the exact numerics, straight segments for the official ones)."""
+    from daybreak.analysis import plots
+
+    fig = plots.score_figure(a)
+    try:
+        lines = fig.axes[0].get_lines()
+        assert len(lines) == len(a.submissions)
+        for line, sub in zip(lines, a.submissions):
+            x, y = (list(map(float, v)) for v in line.get_data())
+            if a.numerics == "exact":
+                assert line.get_drawstyle() == "steps-post"
+                area = sum(y0 * (x1 - x0) for x0, x1, y0 in zip(x, x[1:], y))
+            else:
+                assert line.get_drawstyle() == "default" and len(x) == 100
+                area = sum((x1 - x0) * (y0 + y1) / 2 for x0, x1, y0, y1 in zip(x, x[1:], y, y[1:]))
+            assert area / (a.r_max - 1) == pytest.approx(sub.score, abs=1e-12)
+            assert f"(score {sub.score:.3f})" in line.get_label()
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
 def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, capsys):
     template = real_runs["digits_sgd"]
     # A's cifar10 runs have the median 10 (9, 10, 30); B's imagenet runs 15 (one of three did not reach it)
@@ -224,8 +250,6 @@ def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, ca
     assert any("beyond r_max" in n and "C on cifar10 (r 5.00)" in n and "B on squad (r 4.00)" in n for n in a["notes"])
     # the profile in the record is the one the plot draws; the record loads back
     assert got["A"]["profile"] == [[1.0, 1 / 3], [1.6, 2 / 3], [2.0, 1.0], [4.0, 1.0]]
-    from daybreak.records.score import ScoreAnalysis
-
     assert ScoreAnalysis.load(out).submissions[0].profile[1] == (1.6, 2 / 3)
 
     # --rules mlperf: every time doubled, the same ratios; --r-max 6 gives the slow ones credit
@@ -234,6 +258,8 @@ def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, ca
     assert a6["rules"] == "mlperf" and a6["best_times_s"]["cifar10"] == 20.0
     scores6 = {s["name"]: s["score"] for s in a6["submissions"]}
     assert scores6["C"] == pytest.approx((1 / 5 + 0 + 1) / 3) and scores6["B"] == pytest.approx((0.8 + 1 + 0.4) / 3)
+
+    _plot_area_is_the_score(ScoreAnalysis.load(out))
 
     # --numerics official: AlgoPerf's code's trapezoid ranks; both scores are kept and the table shows both
     assert main(["analyze", "score", *paths, "--numerics", "official", "--out", str(out), "--json"]) == 0
@@ -248,6 +274,7 @@ def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, ca
     # in the integral): on each the official trapezoid gives half a grid step more, 1 / 198 of the task's share
     b = {x["name"]: x for x in off["submissions"]}["B"]
     assert b["score_official"] - b["score_exact"] == pytest.approx(2 / 198 / 3, abs=1e-12)
+    _plot_area_is_the_score(ScoreAnalysis.load(out))
 
     # labels group across tasks whatever the recipe: A's and C's runs as one submission, B alone
     labelled = [f"{'B' if Path(p).name.startswith('B-') else 'AC'}={p}" for p in paths
