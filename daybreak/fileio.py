@@ -54,8 +54,11 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], obje
     nothing (the data is in the OS's buffers); only a machine crash could lose the last version. For writes on a
     run's clock, where disk latency would otherwise be timed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # about the file asked for, not the temp file or a parent folder it names
+        raise OSError(e.errno, f"cannot write it ({e.strerror or e})", os.fspath(path)) from None
     try:
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:

@@ -123,6 +123,16 @@ def parse_bool(value: Any) -> bool:
     raise ValueError("expected true or false (a boolean, not text or a number)")
 
 
+def parse_bool_text(text: str) -> bool:
+    """A boolean written as text on a command line (``--set augment=false``): the words true or false, as a TOML
+    file writes a boolean (any case). The spellings a file refuses (yes, no, on, off, 1, 0) are refused here too:
+    one rule for a boolean wherever it is written."""
+    word = text.strip().lower()
+    if word not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return word == "true"
+
+
 def parse_path(value: Any) -> Path:
     if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)) or not str(value).strip():
         raise ValueError("expected a path")
@@ -467,23 +477,29 @@ def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
 
 # --- TOML ------------------------------------------------------------------------------------------------------------
 
-def load_toml(path: str | os.PathLike[str], model: type[OptionModel]) -> dict[str, Any]:
+def load_toml(path: str | os.PathLike[str], model: type[OptionModel], flag: str = "--config") -> dict[str, Any]:
     """The options in a TOML file, by field name; an unknown key is one line naming it and the nearest valid one.
-    Values are checked when the model is built (same readers as the flags)."""
+    Values are checked when the model is built (same readers as the flags). ``flag``: the option that named the
+    file (``--a-config``), which every message names."""
     file = Path(path)
     try:
         with open(file, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
-        raise ConfigError(f"--config {file}: no such file") from None
+        raise ConfigError(f"{flag} {file}: no such file") from None
     except IsADirectoryError:
-        raise ConfigError(f"--config {file}: is a directory; give a .toml file") from None
+        raise ConfigError(f"{flag} {file}: is a directory; give a .toml file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{flag} {file}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); a "
+                          "TOML file is UTF-8") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"--config {file}: not valid TOML ({e})") from None
+        raise ConfigError(f"{flag} {file}: not valid TOML ({e})") from None
+    except OSError as e:
+        raise ConfigError(f"{flag} {file}: cannot read it ({e.strerror or e})") from None
     known = model.options()
     for key in data:
         if key not in known:
-            raise ConfigError(f"--config {file}: " + unknown_key_message(key, known, "key"))
+            raise ConfigError(f"{flag} {file}: " + unknown_key_message(key, known, "key"))
     return data
 
 

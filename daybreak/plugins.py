@@ -50,7 +50,7 @@ def load_file(path: Path, where: str = ENV) -> ModuleType:
     if key in _loading:  # the file itself reads a registry while it is being imported
         return sys.modules[_module_name(file)]
     if not file.is_file():
-        raise ConfigError(f"{where} {path}: no such file")
+        raise ConfigError(f"{where} {path}: {not_a_file(file)}")
     if file.suffix != ".py":
         raise ConfigError(f"{where} {path}: not a Python file (.py)")
     _loading.add(key)
@@ -60,6 +60,13 @@ def load_file(path: Path, where: str = ENV) -> ModuleType:
         _loading.discard(key)
     _loaded[key] = module
     return module
+
+
+def not_a_file(file: Path) -> str:
+    """Why a Python file the user named cannot be read, in words: a folder, or nothing there."""
+    if file.is_dir():
+        return "is a directory; give a Python file (.py)"
+    return "no such file" if not file.exists() else "not a regular file; give a Python file (.py)"
 
 
 def import_file(file: Path, module_name: str, where: str) -> ModuleType:
@@ -126,7 +133,7 @@ def add_files(files: list[Path]) -> None:
     for f in files:
         resolved = f.expanduser().resolve()
         if not resolved.is_file():
-            raise ConfigError(f"{FLAG} {f}: no such file")
+            raise ConfigError(f"{FLAG} {f}: {not_a_file(resolved)}")
         if str(resolved) not in known:
             known.append(str(resolved))
     os.environ[ENV] = os.pathsep.join(known)

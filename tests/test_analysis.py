@@ -103,6 +103,31 @@ def test_mlperf_olympic_equals_mlperf_loggings_result_summarizer(seed):
     assert score.valid == (theirs is not None) and (score.score_s or None) == pytest.approx(theirs)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_scored_runs_sets_how_many_runs_mlperf_drops(seed):
+    """--scored-runs 40 is UNET3D's set: the 4 fastest and 4 slowest dropped and up to 4 non-converging runs
+    (mlperf-logging's _compute_olympic_average with max_dropped_scores 4); it used to drop one at each end whatever
+    N was. The drop count follows every benchmark of daybreak's MLPerf table (5 and 10 runs: 1; 40: 4)."""
+    from mlperf_logging.result_summarizer import result_summarizer as rs
+
+    from daybreak.mlperf_benchmarks import BENCHMARKS
+
+    assert all(stats.mlperf_dropped(b.runs(r)) == b.dropped for b in BENCHMARKS for r in b.rounds)
+    rng = np.random.default_rng(seed)
+    times = [float(x) for x in rng.uniform(5, 20, 40)]
+    for i in rng.choice(40, size=int(rng.integers(0, 6)), replace=False):
+        times[int(i)] = math.inf
+    failed = sum(math.isinf(t) for t in times)
+    score = stats.mlperf_score(times, 40)
+    assert "the 4 fastest and 4 slowest dropped" in score.rule
+    if failed > 4:
+        assert not score.valid and "more than 4" in " ".join(score.notes)
+        return
+    theirs = rs._compute_olympic_average([t for t in times if math.isfinite(t)], failed, 4)
+    assert score.valid and score.score_s == pytest.approx(theirs)
+    assert score.score_s != pytest.approx(stats.mlperf_olympic(times, 1) or 0.0)  # not the one-each-end figure
+
+
 def test_mlperf_window_of_consecutive_runs_closest_to_the_median():
     """M > N runs: each window of N consecutive runs is olympic-scored (an invalid one counts as infinite) and the
     median window is the result (MLPerf Training rules, "Scoring": 10 runs, N = 5 gives 6 windows)."""
@@ -156,6 +181,23 @@ def test_compare_p_values_equal_scipy():
     assert clear["verdict"] == "A faster" and clear["welch_p"] < 0.05 and clear["hedges_g"] < 0
     assert compare_times(slow, fast)["verdict"] == "B faster"
     assert compare_times([1.0], [2.0, 3.0])["verdict"] == "not enough runs"
+
+
+def test_compare_without_a_test_calls_no_side_faster():
+    """[5, 5] against [6, 6]: every time on each side the same, so Welch's t is x / 0 and no test decides; compare
+    used to call it "A faster" from the two means."""
+    res = compare_times([5.0, 5.0], [6.0, 6.0])
+    assert res["verdict"] == "no test" and res["welch_p"] is None
+    assert any("Welch's t-test is undefined" in n for n in res["notes"])
+
+
+def test_mann_whitney_names_its_method_as_scipy_1_10_chose_it():
+    """Exact without ties when one side has at most 8 runs, asymptotic otherwise: named here rather than left to
+    the installed scipy's "auto"."""
+    a, b = [1.0, 2.5, 3.1], [4.0, 5.2, 6.3, 7.7]
+    assert stats.mann_whitney(a, b)[1] == pytest.approx(sps.mannwhitneyu(a, b, method="exact").pvalue)
+    tied = [5.0, 5.0, 6.0], [6.0, 7.0, 8.0]
+    assert stats.mann_whitney(*tied)[1] == pytest.approx(sps.mannwhitneyu(*tied, method="asymptotic").pvalue)
 
 
 def test_roofline_arithmetic():
@@ -319,6 +361,66 @@ def test_lesion_variants_pure():
     assert lesion_variants(r, ["tta"], {})[1] == ("no-tta", ["tta"], {"tta": False})
 
 
+def _lesion_of(times: dict[str, list[float]], confidence: float = 0.95):
+    """A LesionSummary of made-up times (inf: not reached), each variant's comparison the paired ratio to full."""
+    from daybreak.analysis.paired import paired_ratio
+    from daybreak.records.lesion import LesionSummary, LesionVariant
+    from daybreak.records.provenance import Provenance
+
+    full = times["full"]
+    variants = []
+    for name, ts in times.items():
+        reached = [t for t in ts if math.isfinite(t)]
+        variants.append(LesionVariant(
+            name=name, switched_off=[] if name == "full" else [name[3:]], hyperparameters={}, directory=name,
+            n_runs=len(ts), n_reached=len(reached), reached_fraction=len(reached) / len(ts),
+            mean_time_to_target_s=stats.mean(reached) if reached else None, mean_final_accuracy=0.97,
+            time_ratio=stats.mean(reached) / stats.mean(full) if reached else None,
+            comparison=None if name == "full" else paired_ratio(full, ts, confidence=confidence)))
+    return LesionSummary(task="digits", recipe="digits", target=0.95, metric="top1", switches=[], runs_per=5,
+                         seeds=list(range(5)), variants=variants, confidence=confidence, provenance=Provenance())
+
+
+def test_the_lesion_plot_draws_what_its_table_prints():
+    """Read the bars back: each variant's height and label are the table's paired ratio (its text exactly), the
+    error bar its interval; a variant that reached once in 8 s and missed 4 times against 5 x 10 s is "inf" in
+    the table and a "not reached" bar, where the plot used to draw the unpaired mean of its one reached run, a
+    flattering 0.80x."""
+    from daybreak.analysis import plots
+    from daybreak.analysis.lesion import table_rows
+
+    inf = math.inf
+    s = _lesion_of({"full": [10.0] * 5, "no-augment": [8.0, inf, inf, inf, inf],
+                    "no-tta": [11.0, 12.0, 10.5, 11.5, 12.2]})
+    header, body = table_rows(s)
+    col = header.index("time ratio (paired)")
+    fig = plots.lesion_figure(s)
+    try:
+        ax = fig.axes[0]
+        bars = {p.get_gid(): p for p in ax.patches if p.get_gid()}
+        labels = {t.get_gid(): t.get_text() for t in ax.texts}
+        top = ax.get_ylim()[1]
+        for row, v in zip(body, s.variants):
+            if v.name == "full":
+                assert bars["full"].get_height() == 1.0 and labels["label-full"] == "baseline"
+                continue
+            ratio = v.comparison.ratio
+            if math.isinf(ratio):
+                assert row[col] == "infx" and labels[f"label-{v.name}"] == "not reached (1/5)"
+                assert bars[v.name].get_hatch() == "//" and bars[v.name].get_height() >= top / 1.1
+                assert v.time_ratio == pytest.approx(0.8)  # the unpaired figure the plot no longer draws
+            else:
+                assert labels[f"label-{v.name}"] == row[col]
+                assert bars[v.name].get_height() == pytest.approx(ratio)
+                ci = next(c for c in ax.collections if c.get_gid() == f"ci-{v.name}")
+                (_, low), (_, high) = ci.get_segments()[0]
+                assert (low, high) == pytest.approx((v.comparison.ci_low, v.comparison.ci_high))
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
 def test_lesion_digits_augment(tmp_path, capsys):
     from daybreak.recipes import get_recipe
 
@@ -392,6 +494,16 @@ def test_compare_command(repeat_dir, tmp_path, capsys):
     assert c["a"]["times_s"] == ta
     assert main(["compare", "--json", "--a", str(tmp_path / "b"), "--b", str(tmp_path / "a")]) == 0
     assert json.loads(capsys.readouterr().out)["verdict"] == "B faster"
+    # an --out that cannot be written: one line naming it, as every other command answers (was a traceback)
+    assert main(["compare", "--out", "/proc/x.json", str(tmp_path / "a"), "--", *map(str, b)]) == 2
+    assert single_line(err := capsys.readouterr().err) and "/proc/x.json: cannot write it" in err
+    # every time the same on each side: no test, and the output says so
+    same_a = _fake_runs(repeat_dir / "seed-0", tmp_path / "same-a", [5.0, 5.0])
+    same_b = _fake_runs(repeat_dir / "seed-0", tmp_path / "same-b", [6.0, 6.0])
+    assert main(["compare", *map(str, same_a), "--", *map(str, same_b)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("no test: every run on each side has the same time-to-target") and "A faster" not in out
+    assert "test                  Welch's t-test, two-sided" in out
 
 
 # --- scaling -------------------------------------------------------------------------------------------------

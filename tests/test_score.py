@@ -16,6 +16,7 @@ import pytest
 from daybreak.analysis import stats
 from daybreak.cli import main
 from daybreak.records.run import ClockFigure, RunResult
+from daybreak.records.score import ScoreAnalysis
 
 from conftest import single_line
 
@@ -73,6 +74,73 @@ def test_hand_computed_algoperf_score():
     assert stats.algoperf_score(HAND_RATIOS["C"], 6.0) == pytest.approx((1 / 5 + 0 + 1) / 3)
 
 
+# --- AlgoPerf's own numerics ------------------------------------------------------------------------------------
+# Three submissions on AlgoPerf's 8 base workloads, each workload's times one per study (inf: not reached). The
+# expected scores were computed by the official code, algorithmic-efficiency at commit 2c90454f
+# (scoring/performance_profile.py: compute_performance_profiles(time_col, min_tau=1.0, max_tau=4.0, num_points=100,
+# scale="linear") and score_submissions.compute_leaderboard_score(normalize=True), as score_submissions.py calls
+# them; numpy 1.26.4, pandas 2.2.3), on eval logs made to reach the target at exactly these times, with only the
+# workload registry's target lookup replaced (it imports each workload's jax module). Run outside this repository.
+WORKLOADS = ["criteo1tb", "fastmri", "imagenet_resnet", "imagenet_vit", "librispeech_conformer",
+             "librispeech_deepspeech", "ogbg", "wmt"]
+OFFICIAL_EXAMPLE = {
+    "fast": dict(zip(WORKLOADS, [[100.0]] * 6 + [[200.0], [100.0]])),
+    "steady": dict(zip(WORKLOADS, [[200.0], [250.0], [300.0], [400.0], [401.0], [INF], [100.0], [150.0]])),
+    "medians": dict(zip(WORKLOADS, [[150.0, 170.0, INF], [120.0, INF], [INF, INF, 110.0], [130.0, 140.0], [180.0],
+                                    [390.0], [260.0, 250.0, 240.0], [100.0]])),
+}
+OFFICIAL_SCORES = {"fast": 0.9589646464646465, "steady": 0.41856060606060647, "medians": 0.48926767676767735}
+# Two submissions the two numerics order differently (found by a search, scored by the official code as above):
+# the exact integral puts a first (0.89167 vs 0.89040), the official code b (0.89205 vs 0.89268).
+FLIP = {"a": dict(zip(WORKLOADS, [150.0, 125.0, 125.0, 150.0, 300.0, 110.0, 300.0, 125.0])),
+        "b": dict(zip(WORKLOADS, [125.0, 250.0, 200.0, 250.0, 150.0, 150.0, 125.0, 125.0]))}
+FLIP_OFFICIAL = {"a": 0.8920454545454545, "b": 0.8926767676767677}
+
+
+def test_the_readmes_score_figures_are_the_codes():
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert "0.5 at 2.5x the fastest" in readme and stats.task_score(2.5) == 0.5
+    assert "scores (0.5 + 0) / 2 = 0.25" in readme and stats.algoperf_score([2.5, INF]) == 0.25
+    assert "r = 2 scores 0.6667 exactly, 0.6717 officially" in readme
+    assert (round(stats.algoperf_score([2.0]), 4), round(stats.official_score([2.0]), 4)) == (0.6667, 0.6717)
+    assert "scores 0 exactly and 0.00505 officially" in readme and round(stats.official_score([4.0]), 5) == 0.00505
+
+
+def test_official_numerics_equal_the_official_codes_scores():
+    times = {s: {w: stats.cell_time(ts) for w, ts in row.items()} for s, row in OFFICIAL_EXAMPLE.items()}
+    ratios = stats.official_ratios(times, WORKLOADS)
+    for name, expected in OFFICIAL_SCORES.items():
+        assert stats.official_score(ratios[name]) == pytest.approx(expected, rel=1e-13)
+    best = stats.best_times(times, WORKLOADS)
+    exact = {s: stats.algoperf_score([stats.performance_ratio(times[s][w], best[w]) for w in WORKLOADS])
+             for s in times}
+    assert all(abs(exact[s] - OFFICIAL_SCORES[s]) <= 1 / 198 for s in exact)  # half a grid step at most
+    assert ratios["steady"][4] == INF  # 401 s is above 4 x 100 s: cut before dividing, as the official code does
+    flip = stats.official_ratios(FLIP, WORKLOADS)
+    assert {s: stats.official_score(flip[s]) for s in FLIP} == pytest.approx(FLIP_OFFICIAL, rel=1e-13)
+    best = stats.best_times(FLIP, WORKLOADS)
+    flip_exact = {s: stats.algoperf_score([stats.performance_ratio(FLIP[s][w], best[w]) for w in WORKLOADS])
+                  for s in FLIP}
+    assert flip_exact["a"] > flip_exact["b"] and FLIP_OFFICIAL["a"] < FLIP_OFFICIAL["b"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_official_numerics_are_numpys_linspace_and_trapezoid(seed):
+    """The grid is numpy.linspace(1, r_max, 100) to the last bit, and the score numpy's trapezoid of the profile
+    over it (numpy.trapz in the official code; numpy.trapezoid in numpy 2)."""
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(seed)
+    r_max = float(rng.choice([4.0, 6.0, 2.5]))
+    assert stats.official_tau_grid(r_max) == list(np.linspace(1.0, r_max, 100))
+    ratios = [float(x) for x in rng.choice([1.0, INF, *rng.uniform(1, r_max + 1, 5)], size=int(rng.integers(1, 9)))]
+    profile = stats.official_profile(ratios, r_max)
+    taus = np.array([p[0] for p in profile])
+    rho = np.array([sum(1 for r in ratios if r <= t) / len(ratios) for t in taus])
+    trapezoid = getattr(np, "trapezoid", None) or np.trapz
+    assert stats.official_score(ratios, r_max) == pytest.approx(float(trapezoid(rho, x=taus)) / (r_max - 1),
+                                                                abs=1e-14)
+
+
 def test_the_time_of_several_runs_is_their_median_unreached_counting_as_infinite():
     assert stats.cell_time([9.0, 30.0, 10.0]) == 10.0
     assert stats.cell_time([15.0, INF, 15.0]) == 15.0  # 2 of 3 reached: solved
@@ -128,6 +196,31 @@ def _clone(template: Path, folder: Path, recipe: str, task: str, times: list[flo
     return folder
 
 
+def _plot_area_is_the_score(a):
+    """Read score.png's lines back: the area under each submission's drawn profile / (r_max - 1) is the score the
+    table prints (a step line for the exact numerics, straight segments for the official ones)."""
+    from daybreak.analysis import plots
+
+    fig = plots.score_figure(a)
+    try:
+        lines = fig.axes[0].get_lines()
+        assert len(lines) == len(a.submissions)
+        for line, sub in zip(lines, a.submissions):
+            x, y = (list(map(float, v)) for v in line.get_data())
+            if a.numerics == "exact":
+                assert line.get_drawstyle() == "steps-post"
+                area = sum(y0 * (x1 - x0) for x0, x1, y0 in zip(x, x[1:], y))
+            else:
+                assert line.get_drawstyle() == "default" and len(x) == 100
+                area = sum((x1 - x0) * (y0 + y1) / 2 for x0, x1, y0, y1 in zip(x, x[1:], y, y[1:]))
+            assert area / (a.r_max - 1) == pytest.approx(sub.score, abs=1e-12)
+            assert f"(score {sub.score:.3f})" in line.get_label()
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
 def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, capsys):
     template = real_runs["digits_sgd"]
     # A's cifar10 runs have the median 10 (9, 10, 30); B's imagenet runs 15 (one of three did not reach it)
@@ -157,8 +250,6 @@ def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, ca
     assert any("beyond r_max" in n and "C on cifar10 (r 5.00)" in n and "B on squad (r 4.00)" in n for n in a["notes"])
     # the profile in the record is the one the plot draws; the record loads back
     assert got["A"]["profile"] == [[1.0, 1 / 3], [1.6, 2 / 3], [2.0, 1.0], [4.0, 1.0]]
-    from daybreak.records.score import ScoreAnalysis
-
     assert ScoreAnalysis.load(out).submissions[0].profile[1] == (1.6, 2 / 3)
 
     # --rules mlperf: every time doubled, the same ratios; --r-max 6 gives the slow ones credit
@@ -167,6 +258,23 @@ def test_score_command_matches_the_hand_computed_example(real_runs, tmp_path, ca
     assert a6["rules"] == "mlperf" and a6["best_times_s"]["cifar10"] == 20.0
     scores6 = {s["name"]: s["score"] for s in a6["submissions"]}
     assert scores6["C"] == pytest.approx((1 / 5 + 0 + 1) / 3) and scores6["B"] == pytest.approx((0.8 + 1 + 0.4) / 3)
+
+    _plot_area_is_the_score(ScoreAnalysis.load(out))
+
+    # --numerics official: AlgoPerf's code's trapezoid ranks; both scores are kept and the table shows both
+    assert main(["analyze", "score", *paths, "--numerics", "official", "--out", str(out), "--json"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert off["numerics"] == "official"
+    for sub in off["submissions"]:
+        assert sub["score_exact"] == pytest.approx(HAND_SCORES[sub["name"]], abs=1e-12)
+        assert sub["score"] == sub["score_official"] == pytest.approx(stats.official_score(
+            stats.official_ratios(EXAMPLE, TASKS)[sub["name"]]), abs=1e-15)
+        assert len(sub["profile"]) == 100 and sub["profile"][-1][0] == 4.0
+    # B's cifar10 ratio, 2, is a point of the official grid and its squad time exactly 4 x the fastest (no credit
+    # in the integral): on each the official trapezoid gives half a grid step more, 1 / 198 of the task's share
+    b = {x["name"]: x for x in off["submissions"]}["B"]
+    assert b["score_official"] - b["score_exact"] == pytest.approx(2 / 198 / 3, abs=1e-12)
+    _plot_area_is_the_score(ScoreAnalysis.load(out))
 
     # labels group across tasks whatever the recipe: A's and C's runs as one submission, B alone
     labelled = [f"{'B' if Path(p).name.startswith('B-') else 'AC'}={p}" for p in paths

@@ -192,6 +192,22 @@ MISTAKES: list[tuple[str, int, str]] = [
     ("ab digits --out abx --nnodes 2 --rdzv-endpoint h:29500 --until-significant 0.1", 2,
      "--until-significant decides on node 0 alone"),
     ("repeat digits --out rep --nnodes 2 --rdzv-endpoint h:29500 --parallel 2", 2, "--nnodes > 1 runs each trial"),
+    # issue 40: the last tracebacks, ignored flags and misleading messages
+    ("run --config latin1.toml", 2, "--config latin1.toml: not UTF-8 text (byte 0xe9 at offset"),
+    ("repeat digits --out rep --config latin1.toml", 2, "--config latin1.toml: not UTF-8 text"),
+    ("ab digits --out abx --a-config latin1.toml", 2, "--a-config latin1.toml: not UTF-8 text"),
+    ("ab digits --out abx --b-config missing.toml", 2, "--b-config missing.toml: no such file"),
+    ("ab digits --out abx --a-config runs.toml", 2, "--a-config runs.toml: unknown key 'runs'"),
+    ("ab digits --out abx --runs 5 --max-runs 2 --until-significant 0.1", 2,
+     "--max-runs 2 is below --runs 5: the first 5 pairs always run"),
+    ("ab digits --out abx --max-runs 20", 2, "--max-runs 20 bounds --until-significant W"),
+    ("ab digits --out abx --budget 600", 2, "--budget 600 bounds --until-significant W"),
+    ("run --recipe empty/", 2, "--recipe empty/: is a directory; give a Python file (.py)"),
+    ("run --recipe missing.py", 2, "--recipe missing.py: no such file"),
+    ("run --plugin empty", 2, "--plugin empty: is a directory; give a Python file (.py)"),
+    ("analyze threshold empty --step 0", 2, "--step 0: must be a number of percentage points > 0"),
+    ("run --set augment=yes", 2, "--set augment=yes: expected true or false"),
+    ("run --set augment=on", 2, "--set augment=on: expected true or false"),
 ]
 
 
@@ -212,6 +228,7 @@ def scratch(tmp_path, monkeypatch):
     (tmp_path / "yes.toml").write_text('full_schedule = "yes"\n')
     (tmp_path / "runs.toml").write_text("runs = 5\n")
     (tmp_path / "executor.toml").write_text('executor = "slurm"\n')
+    (tmp_path / "latin1.toml").write_bytes("seed = 3  # caf\u00e9\n".encode("latin-1"))  # not UTF-8
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -277,8 +294,9 @@ def test_hyperparameter_rule_applies_to_every_caller():
             digits.hyperparameters(overrides)
         assert fragment in str(info.value) and "\n" not in str(info.value)
     assert digits.hyperparameters({"lr": 0, "momentum": 0.0, "peak_at": 1})["lr"] == 0  # edges are allowed
-    assert parse_overrides(["lr=0.05", "epochs=3", "augment=off"], digits.defaults) == {
+    assert parse_overrides(["lr=0.05", "epochs=3", "augment=false"], digits.defaults) == {
         "lr": 0.05, "epochs": 3, "augment": False}
+    assert parse_overrides(["augment=True"], digits.defaults) == {"augment": True}  # the words, in any case
 
 
 def test_oserror_on_a_path_the_user_gave_is_one_line(scratch, capsys, monkeypatch):

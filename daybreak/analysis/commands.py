@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.set_defaults(func=cmd_scaling)
 
     from daybreak.analysis.score import BY
-    from daybreak.analysis.stats import R_MAX
+    from daybreak.analysis.stats import NUMERICS, R_MAX
     from daybreak.rules import RULE_SETS
 
     c = asub.add_parser(
@@ -110,6 +110,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "they must agree)")
     c.add_argument("--r-max", type=float, default=R_MAX, metavar="R",
                    help="the ratio to the fastest at which a task scores 0 (AlgoPerf's 4)")
+    c.add_argument("--numerics", default="exact", choices=NUMERICS,
+                   help="exact: the integral in closed form (what the leaderboard uses); official: as AlgoPerf's "
+                        "scoring code computes it (the trapezoid of the profile at 100 tau from 1 to r_max; up to "
+                        "0.00505 from the exact figure). Both are in score.json; this one ranks")
     c.add_argument("--out", type=Path, default=DEFAULT_ANALYSIS_DIR, help="output directory")
     c.add_argument("--json", action="store_true", help="print score.json")
     c.set_defaults(func=cmd_score)
@@ -250,13 +254,15 @@ def cmd_score(args: argparse.Namespace) -> int:
         rules = None if args.rules is None else parse_rules(args.rules)  # RunConfig's reader: the same words
     except ValueError as e:
         raise ConfigError(f"--rules {args.rules}: {e}") from None
-    a = analyze_score(args.paths, by=args.by, rules=rules, r_max=args.r_max, command=["daybreak", *args.argv])
+    a = analyze_score(args.paths, by=args.by, rules=rules, r_max=args.r_max, command=["daybreak", *args.argv],
+                      numerics=args.numerics)
     written = write_score(a, args.out)
     if args.json:
         print(a.model_dump_json(indent=2))
         return 0
     print(f"AlgoPerf score, r_max {a.r_max:g}, {len(a.tasks)} task{'s' if len(a.tasks) != 1 else ''}, "
-          f"{a.rules} clock, submissions by {a.by} (1 = fastest on every task; see score.md for the rule)")
+          f"{a.rules} clock, submissions by {a.by}, {a.numerics} numerics (1 = fastest on every task; see score.md "
+          "for the rule)")
     print_table(*table_rows(a))
     for n in a.notes:
         print(f"note: {n}")

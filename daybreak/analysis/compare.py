@@ -5,7 +5,9 @@ target have a time-to-target: unreached runs (not_reached, diverged, failed, ...
 and counted per side; Fisher's exact test compares the reached fractions. On the times:
 
 * Welch's t-test (unequal variances, two-sided, ``scipy.stats.ttest_ind(equal_var=False)``) decides the verdict:
-  A is faster when its mean is lower and p < alpha (and vice versa);
+  A is faster when its mean is lower and p < alpha (and vice versa). Where it is undefined (every time on both
+  sides the same) the verdict is "no test": nothing decides, and the summary says so instead of calling a side
+  faster from two means;
 * the Mann-Whitney U test (two-sided, ``scipy.stats.mannwhitneyu``) is reported beside it as a check that does
   not assume normal times; a disagreement at alpha is noted;
 * the effect size is Hedges' g (Cohen's d with the pooled sample std, small-sample corrected) of A minus B:
@@ -55,9 +57,10 @@ def compare_times(a: list[float], b: list[float], alpha: float = ALPHA) -> dict[
         out["notes"].append("need at least 2 reached runs on each side for the t-test")
         return out
     assert ma is not None and mb is not None  # (two or more times on each side)
-    if out["welch_p"] is None:  # identical constant groups: no variance at all
-        out["verdict"] = "no significant difference" if ma == mb else ("A faster" if ma < mb else "B faster")
-        out["notes"].append("both sides have zero variance; the t-test is undefined")
+    if out["welch_p"] is None:  # every time on each side the same: t = x / 0, no test
+        out["verdict"] = "no test"
+        out["notes"].append("both sides have zero variance, so Welch's t-test is undefined and nothing decides; "
+                            "collect runs whose times vary")
         return out
     if out["welch_p"] < alpha:
         out["verdict"] = "A faster" if ma < mb else "B faster"
@@ -101,6 +104,9 @@ def _summary(a: CompareSide, b: CompareSide, res: dict[str, Any], alpha: float) 
     v = res["verdict"]
     if v == "not enough runs":
         return (f"not enough reached runs to test (A: {a.n_reached}, B: {b.n_reached}; need >= 2 each)")
+    if v == "no test":
+        return (f"no test: every run on each side has the same time-to-target (A {a.mean_s:.3f} s, B "
+                f"{b.mean_s:.3f} s), so Welch's t-test is undefined and no side is called faster")
     p = res["welch_p"]
     ptext = "-" if p is None else f"{p:.3g}"
     g = res["hedges_g"]
@@ -123,6 +129,7 @@ def format_compare(c: CompareResult) -> str:
                      f"{s(side.std_s):>12}  {','.join(side.recipes)}: {' '.join(side.paths)}")
     lines += [
         "",
+        f"test                  {c.test}",
         f"Welch's t-test        t = {s(c.welch_t, '{:.3f}')}, p = {s(c.welch_p, '{:.4g}')} (two-sided)",
         f"Mann-Whitney U        U = {s(c.mannwhitney_u, '{:g}')}, p = {s(c.mannwhitney_p, '{:.4g}')} (two-sided)",
         f"effect size           Hedges' g (A - B) = {s(c.hedges_g, '{:+.3f}')}; "

@@ -210,31 +210,68 @@ def scaling_plot(a: Any, path: Path) -> Path:
     return _save(fig, path)
 
 
-def lesion_plot(s: Any, path: Path) -> Path:
-    """Bars: time-to-target ratio to the full recipe, and final accuracy, per variant."""
+def lesion_figure(s: Any) -> Any:
+    """The lesion bars as a matplotlib figure: per variant, the paired time ratio to the full recipe that the table
+    prints (``comparison.ratio``, its label the table's text) with its interval as the error bar; a variant whose
+    ratio is infinite (it missed the target in most pairs: infinitely slow) is a hatched bar to the top labelled
+    "not reached", never a finite ratio of its reached runs alone; and the mean final accuracy."""
+    from daybreak.records.experiment import format_ratio
+
     plt = _plt()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.5))
     names = [safe(v.name, 30) for v in s.variants]
-    ratios = [v.time_ratio if v.time_ratio is not None else 0.0 for v in s.variants]
-    bars = ax1.bar(names, ratios, color=["#4c72b0" if v.name == "full" else "#dd8452" for v in s.variants])
-    for bar, v in zip(bars, s.variants):
-        text = f"{v.time_ratio:.2f}x" if v.time_ratio is not None else f"not reached ({v.n_reached}/{v.n_runs})"
-        ax1.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), text, ha="center", va="bottom", fontsize=8)
+    rows: list[tuple[float | None, float | None, float | None]] = []  # (ratio, low, high); None: no comparison
+    for v in s.variants:
+        c = v.comparison
+        if v.name == "full" and c is None:
+            rows.append((1.0, None, None))
+        elif c is None or c.ratio is None:
+            rows.append((None, None, None))
+        else:
+            rows.append((c.ratio, c.ci_low, c.ci_high))
+    finite = [x for r in rows for x in r if x is not None and math.isfinite(x)]
+    top = max(finite + [1.0]) * 1.25
+    heights = [top if r[0] is not None and math.isinf(r[0]) else (r[0] or 0.0) for r in rows]
+    colors = ["#4c72b0" if v.name == "full" else "#dd8452" for v in s.variants]
+    bars = ax1.bar(names, heights, color=colors)
+    for bar, v, (ratio, low, high) in zip(bars, s.variants, rows):
+        bar.set_gid(v.name)
+        x = bar.get_x() + bar.get_width() / 2
+        if ratio is None:
+            text = "-"
+        elif math.isinf(ratio):
+            bar.set_hatch("//")
+            bar.set_facecolor("white")
+            bar.set_edgecolor("#c44e52")
+            text = f"not reached ({v.n_reached}/{v.n_runs})"
+        else:
+            text = "baseline" if v.name == "full" and v.comparison is None else f"{format_ratio(ratio)}x"
+            if low is not None and high is not None:
+                shown_high = min(high, top)
+                ax1.errorbar([x], [ratio], yerr=[[ratio - low], [shown_high - ratio]], fmt="none", ecolor="black",
+                             capsize=4, gid=f"ci-{v.name}")
+        ax1.text(x, min(bar.get_height(), top), text, ha="center", va="bottom", fontsize=8, gid=f"label-{v.name}")
     ax1.axhline(1.0, linestyle="--", color="grey")
-    ax1.set_ylabel("time to target / full recipe")
-    ax1.set_title("time to target")
+    ax1.set_ylim(0, top * 1.08)
+    ax1.set_ylabel("time to target / full recipe (paired)")
+    ax1.set_title(f"paired time ratio, {s.confidence * 100:g}% CI")
     accs = [(v.mean_final_accuracy or 0.0) * 100 for v in s.variants]
     ax2.bar(names, accs, color=["#4c72b0" if v.name == "full" else "#55a868" for v in s.variants])
     ax2.axhline(s.target * 100, linestyle="--", color="grey", label="target")
-    low = min([a for a in accs if a > 0] + [s.target * 100])
-    ax2.set_ylim(max(0.0, low - 5), 100)
+    low_acc = min([a for a in accs if a > 0] + [s.target * 100])
+    ax2.set_ylim(max(0.0, low_acc - 5), 100)
     ax2.set_ylabel("final accuracy (%)")
     ax2.set_title("final accuracy")
     ax2.legend(fontsize="small")
     for ax in (ax1, ax2):
         ax.tick_params(axis="x", rotation=30)
     fig.suptitle(safe(f"lesion study: {s.recipe}"))
-    return _save(fig, path)
+    return fig
+
+
+def lesion_plot(s: Any, path: Path) -> Path:
+    """lesion.png: :func:`lesion_figure`."""
+    return _save(lesion_figure(s), path)
 
 
 def repeat_plot(summary: Any, path: Path) -> Path:
@@ -248,6 +285,8 @@ def repeat_plot(summary: Any, path: Path) -> Path:
     t = summary.time_to_target
     if t.mean_s is not None:
         ax.axhline(t.mean_s, color="black", label=f"mean {t.mean_s:.3f} s")
+    if t.geometric_mean_s is not None:
+        ax.axhline(t.geometric_mean_s, color="grey", linestyle="--", label=f"geometric mean {t.geometric_mean_s:.3f} s")
     if t.ci_low_s is not None and t.ci_high_s is not None and math.isfinite(t.ci_low_s):
         ax.axhspan(t.ci_low_s, t.ci_high_s, alpha=0.15, color="grey",
                    label=f"{t.confidence * 100:g}% CI of the geometric mean")
@@ -268,15 +307,26 @@ def repeat_plot(summary: Any, path: Path) -> Path:
 
 
 def score_plot(a: Any, path: Path) -> Path:
+    """score.png: :func:`score_figure`."""
+    return _save(score_figure(a), path)
+
+
+def score_figure(a: Any) -> Any:
     """AlgoPerf's performance profiles: for each submission, the fraction of tasks it solved within tau times the
-    fastest time, a step function from tau = 1 to r_max; the score is the area under it / (r_max - 1)."""
+    fastest time from tau = 1 to r_max, the score the area under the line drawn / (r_max - 1): a step function for
+    the exact numerics, the official code's 100 samples joined by straight lines (its trapezoid) for the official
+    ones."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     styles = ("-", "--", "-.", ":")  # equal profiles overlap: the dashes keep each one visible
+    official = getattr(a, "numerics", "exact") == "official"
     for i, s in enumerate(a.submissions):
         taus, rhos = [p[0] for p in s.profile], [p[1] for p in s.profile]
-        ax.step(taus, rhos, where="post", linewidth=2, alpha=0.8, linestyle=styles[i % len(styles)],
-                label=safe(f"{s.name} (score {s.score:.3f})", 60))
+        label = safe(f"{s.name} (score {s.score:.3f})", 60)
+        if official:  # the official code's samples joined by lines: the area under them is the trapezoid it scores
+            ax.plot(taus, rhos, linewidth=2, alpha=0.8, linestyle=styles[i % len(styles)], label=label)
+        else:
+            ax.step(taus, rhos, where="post", linewidth=2, alpha=0.8, linestyle=styles[i % len(styles)], label=label)
     ax.set_xlim(1.0, a.r_max)
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("tau (time / the fastest submission's time on the task)")
@@ -285,4 +335,4 @@ def score_plot(a: Any, path: Path) -> Path:
                  f"(r_max = {a.r_max:g})")
     ax.grid(True, alpha=0.3)
     _legend(ax, len(a.submissions), outside=len(a.submissions) > 4)
-    return _save(fig, path)
+    return fig

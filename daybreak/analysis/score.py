@@ -22,6 +22,20 @@ tasks by AlgoPerf's benchmark score, the integrated performance profile.
   unsolved task or a task without runs. The score is the mean over every task: in [0, 1], 1 when a submission is
   the fastest everywhere. It equals the area under the submission's performance profile rho(tau) (the fraction of
   tasks with r <= tau) from 1 to r_max, divided by r_max - 1: the plot shows those profiles.
+* **Numerics.** ``--numerics exact`` (the default, and what the leaderboard uses) is that integral in closed form.
+  ``--numerics official`` computes it as AlgoPerf's own scoring code does (``official_score`` in
+  :mod:`daybreak.analysis.stats`): a time above r_max x the fastest infinite, rho sampled at 100 evenly spaced tau
+  from 1 to r_max, the trapezoid of those samples / (r_max - 1). The two agree when every ratio is 1, unsolved, past
+  r_max or midway between grid points, and differ by at most 1 / 198 = 0.00505 (half a grid step) otherwise, enough
+  to order two close submissions differently; score.json keeps both (``score_exact``, ``score_official``), ranks by
+  the one asked for, and a note names submissions the other numerics would order differently.
+
+The README's example: SGD the fastest on digits and mnist; AdamW at 2.5x SGD's time on digits, without a run on
+mnist (unsolved); with the official numerics the same, as 2.5 lies midway between two points of the grid:
+
+>>> from daybreak.analysis.stats import UNSOLVED, algoperf_score, official_score
+>>> algoperf_score([1.0, 1.0]), algoperf_score([2.5, UNSOLVED]), official_score([2.5, UNSOLVED])
+(1.0, 0.25, 0.25)
 
 The arithmetic is in :mod:`daybreak.analysis.stats` (``cell_time``, ``performance_ratio``, ``task_score``,
 ``performance_profile``); this module reads the runs and writes score.json, score.md and score.png.
@@ -36,8 +50,8 @@ from typing import Sequence
 
 from daybreak.analysis.sources import AnalyzedRun, provenance, runs_in
 from daybreak.analysis.stats import (
-    R_MAX, UNSOLVED, algoperf_score, best_times, cell_time, performance_profile, performance_ratio, r_max_option,
-    task_score,
+    NUMERICS, R_MAX, UNSOLVED, algoperf_score, best_times, cell_time, official_profile, official_ratios,
+    official_score, performance_profile, performance_ratio, r_max_option, task_score,
 )
 from daybreak.errors import ConfigError, RecordError
 from daybreak.fileio import atomic_write_text
@@ -47,6 +61,8 @@ from daybreak.records.score import ScoreAnalysis, ScoreCell, ScoreSubmission
 from daybreak.rules import RULE_SETS
 
 BY = ("recipe", "optimizer", "arm", "label")
+NUMERICS_WORDS = {"exact": "the integral of the performance profile in closed form",
+                  "official": "AlgoPerf's scoring code: the trapezoid of the profile at 100 tau from 1 to r_max"}
 PLOT_FILE = "score.png"
 MARKDOWN_FILE = "score.md"
 MAX_LABEL_CHARS = 80
@@ -157,11 +173,13 @@ def _rules_of(runs: list[AnalyzedRun], rules: str | None) -> str:
 
 
 def analyze_score(paths: Sequence[str | Path], by: str = "recipe", rules: str | None = None,
-                  r_max: float = R_MAX, command: list[str] | None = None) -> ScoreAnalysis:
+                  r_max: float = R_MAX, command: list[str] | None = None, numerics: str = "exact") -> ScoreAnalysis:
     """The score of every submission found under ``paths`` (run, repeat, experiment or runs directories, each
-    optionally ``NAME=PATH``)."""
+    optionally ``NAME=PATH``), ranked by ``numerics``: "exact" (the integral) or "official" (AlgoPerf's code)."""
     if by not in BY:
         raise ConfigError(f"--by {by}: choose one of {', '.join(BY)}")
+    if numerics not in NUMERICS:
+        raise ConfigError(f"--numerics {numerics}: choose one of {', '.join(NUMERICS)}")
     r_max = r_max_option(r_max)
     if not paths:
         raise RecordError("no runs given")
@@ -199,10 +217,12 @@ def analyze_score(paths: Sequence[str | Path], by: str = "recipe", rules: str | 
         run_times[(name, task)] = [time_under(r.result, rules, r.path) for r in runs]
         times[name][task] = cell_time(run_times[(name, task)])
     best = best_times(times, tasks)
+    official = official_ratios(times, tasks, r_max)
 
     submissions = []
     for name in names:
-        cells, ratios = [], []
+        cells: list[ScoreCell] = []
+        ratios: list[float] = []
         for task in tasks:
             runs, measured = runs_of.get((name, task), []), run_times.get((name, task), [])
             t = times[name].get(task, UNSOLVED)
@@ -212,23 +232,27 @@ def analyze_score(paths: Sequence[str | Path], by: str = "recipe", rules: str | 
                 task=task, n_runs=len(runs), n_reached=sum(1 for x in measured if math.isfinite(x)),
                 times_s=[x if math.isfinite(x) else None for x in measured],
                 time_s=t if math.isfinite(t) else None, ratio=ratio if math.isfinite(ratio) else None,
-                task_score=task_score(ratio, r_max), run_dirs=[str(r.path) for r in runs]))
+                task_score=task_score(ratio, r_max) if numerics == "exact" else
+                official_score([official[name][len(cells)]], r_max), run_dirs=[str(r.path) for r in runs]))
             if runs and math.isinf(t) and any(math.isfinite(x) for x in measured):
                 reached = sum(1 for x in measured if math.isfinite(x))
                 notes.append(f"{name} on {task}: {reached} of {len(measured)} runs reached the target, not more "
                              "than half: unsolved (the median counts an unreached run as infinitely slow)")
+        exact, by_code = algoperf_score(ratios, r_max), official_score(official[name], r_max)
         submissions.append(ScoreSubmission(
-            name=name, rank=0, score=algoperf_score(ratios, r_max), tasks_solved=sum(1 for r in ratios
-                                                                                 if math.isfinite(r)),
-            cells=cells, profile=performance_profile(ratios, r_max)))
+            name=name, rank=0, score=exact if numerics == "exact" else by_code,
+            tasks_solved=sum(1 for r in ratios if math.isfinite(r)), score_exact=exact, score_official=by_code,
+            cells=cells, profile=performance_profile(ratios, r_max) if numerics == "exact" else
+            official_profile(official[name], r_max)))
     submissions.sort(key=lambda s: (-s.score, -s.tasks_solved, s.name))
     for rank, s in enumerate(submissions, start=1):
         s.rank = rank
     notes += _notes(submissions, tasks, best, by, members, r_max)
+    notes += _numerics_notes(submissions, numerics)
     if by in ("recipe", "optimizer"):
         notes += _merged_arms(runs_of, arms)
     return ScoreAnalysis(
-        r_max=r_max, rules=rules, by=by, tasks=tasks,
+        r_max=r_max, rules=rules, by=by, tasks=tasks, numerics="exact" if numerics == "exact" else "official",
         best_times_s={t: (v if math.isfinite(v) else None) for t, v in best.items()},
         submissions=submissions, notes=notes,
         provenance=provenance(sorted({str(run.path) for _, run in members}), command))
@@ -264,6 +288,24 @@ def _notes(submissions: list[ScoreSubmission], tasks: list[str], best: dict[str,
     return notes
 
 
+def _numerics_notes(submissions: list[ScoreSubmission], numerics: str) -> list[str]:
+    """A note for each pair of neighbours in the ranking that the other numerics would order the other way."""
+    other = "official" if numerics == "exact" else "exact"
+
+    def score(s: ScoreSubmission, which: str) -> float:
+        value = s.score_exact if which == "exact" else s.score_official
+        return 0.0 if value is None else value
+
+    notes = []
+    for a, b in zip(submissions, submissions[1:]):
+        if score(a, other) < score(b, other):
+            notes.append(f"{a.name} ranks above {b.name} by the {numerics} numerics ({score(a, numerics):.4f} vs "
+                         f"{score(b, numerics):.4f}) but below it by the {other} ones ({score(a, other):.4f} vs "
+                         f"{score(b, other):.4f}): a difference inside the official code's grid error (up to "
+                         f"0.00505), not a measured one")
+    return notes
+
+
 def _merged_arms(runs_of: dict[tuple[str, str], list[AnalyzedRun]], arms: _Arms) -> list[str]:
     """A note for each submission whose runs on a task are trials of different arms of one experiment (an ab
     experiment of one recipe, grouped by recipe): its time is the median over both arms."""
@@ -293,10 +335,13 @@ def _cell_text(c: ScoreCell) -> str:
 
 
 def table_rows(a: ScoreAnalysis) -> tuple[list[str], list[list[str]]]:
-    header = ["#", "submission", "score", "solved"] + [
+    other = "official" if a.numerics == "exact" else "exact"
+    header = ["#", "submission", f"score ({a.numerics})", other, "solved"] + [
         f"{t} (best {a.best_times_s[t]:.3f} s)" if a.best_times_s.get(t) is not None else f"{t} (unsolved)"
         for t in a.tasks]
-    body = [[str(s.rank), s.name, f"{s.score:.4f}", f"{s.tasks_solved}/{len(a.tasks)}"]
+    body = [[str(s.rank), s.name, f"{s.score:.4f}",
+             "-" if (alt := s.score_official if other == "official" else s.score_exact) is None else f"{alt:.4f}",
+             f"{s.tasks_solved}/{len(a.tasks)}"]
             + [_cell_text(c) for c in s.cells] for s in a.submissions]
     return header, body
 
@@ -308,7 +353,8 @@ def write_score(a: ScoreAnalysis, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = [a.save(out)]
     md = ["# Cross-task score (AlgoPerf)", "",
-          f"r_max = {a.r_max:g}; clock: {RULE_SETS[a.rules].title}; submissions by {a.by}.", "",
+          f"r_max = {a.r_max:g}; clock: {RULE_SETS[a.rules].title}; submissions by {a.by}; ranked by the "
+          f"{a.numerics} numerics ({NUMERICS_WORDS[a.numerics]}).", "",
           a.method + ".", "", markdown_table(*table_rows(a)), ""]
     md += [f"Note: {n}" for n in a.notes]
     written.append(atomic_write_text(out / MARKDOWN_FILE, "\n".join(md) + "\n"))

@@ -7,6 +7,7 @@ at its own target has no evaluations above it: use ``daybreak run --full-schedul
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from daybreak.analysis.sources import AnalyzedRun, collect_runs, provenance, unique_labels
@@ -25,6 +26,9 @@ DEFAULT_STEP = 0.5  # points
 def analyze_threshold(paths: list[str | Path], start: float | None = None, stop: float | None = None,
                       step: float | None = None, command: list[str] | None = None,
                       runs: list[AnalyzedRun] | None = None) -> ThresholdAnalysis:
+    step_pct = DEFAULT_STEP if step is None else step
+    if not (math.isfinite(step_pct) and step_pct > 0):  # before any run is read
+        raise ConfigError(f"--step {step_pct:g}: must be a number of percentage points > 0")
     runs = runs if runs is not None else collect_runs(paths)
     notes: list[str] = []
     targets = sorted({r.result.target for r in runs})
@@ -35,11 +39,13 @@ def analyze_threshold(paths: list[str | Path], start: float | None = None, stop:
     # start/stop: fractions, read by daybreak.options.parse_target like every --target
     stop_pct = round(stop * 100, 6) if stop is not None else target_pct
     start_pct = round(start * 100, 6) if start is not None else max(stop_pct - DEFAULT_BELOW, 0.5)
-    step_pct = DEFAULT_STEP if step is None else step
     try:
         thresholds = threshold_grid(start_pct, stop_pct, step_pct)
-    except ValueError as e:
-        raise ConfigError(f"--from {start_pct:g} --to {stop_pct:g} --step {step_pct:g}: {e}") from None
+    except ValueError as e:  # name what was given, as it would be given (a percent with %)
+        if stop_pct < start_pct:
+            raise ConfigError(f"the thresholds from {start_pct:g}% to {stop_pct:g}% are an empty range: --from must "
+                              "be at most --to") from None
+        raise ConfigError(f"--step {step_pct:g}: {e} (from {start_pct:g}% to {stop_pct:g}%)") from None
     if any(t > targets[0] + 1e-12 for t in thresholds) and any(r.result.stop_at_target for r in runs):
         notes.append("thresholds above a run's own target are only reached by runs trained with --full-schedule")
     labels = unique_labels(runs)

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeAlias
 
 from daybreak.errors import ConfigError
 from daybreak.executors.trials import (ExecutorOptions, Trial, TrialOutcome, TrialsCancelled, sbatch_additional,
@@ -35,7 +35,9 @@ from daybreak.text import one_line
 if TYPE_CHECKING:
     import submitit
 
-    _Job = submitit.Job[dict[str, Any]]  # a trial's job: its result is run_trial_on_node's
+    # a trial's job (its result is run_trial_on_node's); declared an alias, so that without the slurm extra, where
+    # submitit is Any to the checker, it stays a type (Any) instead of becoming a variable
+    _Job: TypeAlias = "submitit.Job[dict[str, Any]]"
 
 # Slurm job states after which a task will not write a result any more (squeue --states=all).
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",

@@ -125,10 +125,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "measured): when every pair reached the target, the geometric mean over the pairs with a "
                     "Student-t interval of the log ratios and the paired p-value (a bootstrap interval as a check "
                     "where the pairs allow enough distinct resamples); when a trial did not, it counts as infinitely "
-                    "slow and the ratio is the Hodges-Lehmann estimate with a Wilcoxon signed-rank interval (the "
-                    "method is named). Also each arm's reached fraction (Fisher's exact test) and accuracy, how many "
-                    "pairs the observed spread needs to tell a 5% difference (and --effect), and a verdict that "
-                    "says 'not distinguishable' when the interval contains 1. --until-significant adds pairs until "
+                    "slow and the ratio is the Hodges-Lehmann estimate with the exact Wilcoxon signed-rank test "
+                    "and the interval inverted from it (the method is named). Also each arm's reached fraction "
+                    "(Fisher's exact test) and accuracy, how many pairs the observed spread needs to tell a 5% "
+                    "difference (and --effect), with its range over the spread's own interval, and the test's "
+                    "verdict: 'not distinguishable' when p > 1 - --confidence, which is exactly when the interval "
+                    "contains 1. --until-significant adds pairs until "
                     "the interval is narrow enough or the budget is spent. Writes DIR/ab.json and ab.md."
                     + EXPERIMENT_NOTE)
     add_flags(p, RunConfig, "ab", positional=("task",), config_file=True,
@@ -232,7 +234,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     files: dict[Path, str] = {}  # recipe files at a commit, written once the experiment is open
     for prefix, default_name in (("a", "baseline"), ("b", "candidate")):
         arm = ArmOptions(**given(args, ArmOptions, "ab", prefix))
-        values = merge_values(RunConfig, shared, load_toml(arm.config, RunConfig) if arm.config else {})
+        values = merge_values(RunConfig, shared,
+                              load_toml(arm.config, RunConfig, f"--{prefix}-config") if arm.config else {})
         if arm.recipe:
             values["recipe"] = arm.recipe
         if arm.overrides:

@@ -289,8 +289,8 @@ def _until(exp: ExperimentConfig, arms: list[Arm], state: dict[str, str]) -> Cal
         if width is not None and width <= until_width:
             state["stop"] = f"the interval is {width:.3f} wide (<= {until_width:g}) after {n} pairs"
             return []
-        if n >= exp.max_runs:
-            state["stop"] = f"--max-runs {exp.max_runs} pairs reached (interval width {_w(width)}){power}"
+        if n >= exp.pair_limit:
+            state["stop"] = f"--max-runs {exp.pair_limit} pairs reached (interval width {_w(width)}){power}"
             return []
         if exp.budget_s is not None and wall_elapsed_s(record) >= exp.budget_s:
             state["stop"] = f"--budget {exp.budget_s:g} s spent after {n} pairs (interval width {_w(width)}){power}"

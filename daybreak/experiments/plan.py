@@ -13,10 +13,14 @@ import random
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from pydantic import model_validator
+
+from daybreak.errors import ConfigError
 from daybreak.options import Opt, OptionModel, int_at_least, number_in, one_of, parse_bool, parse_path, parse_seed
 from daybreak.records.experiment import Arm, Trial
 
 EXPERIMENT_COMMANDS = frozenset({"repeat", "lesion", "ab"})
+DEFAULT_MAX_RUNS = 50  # --until-significant's bound on the pairs when --max-runs is not given
 G_EXP = "experiment"
 BUSY_POLICIES = ("keep", "exclude", "rerun")
 
@@ -54,9 +58,10 @@ class ExperimentConfig(OptionModel, init=False):
         "speedrun's p < 0.01)", parse=number_in(0.5, 0.9999), commands=EXPERIMENT_COMMANDS, metavar="C",
         group=G_EXP)] = 0.99
     scored_runs: Annotated[int, Opt(
-        "--scored-runs", "with --rules mlperf: N of MLPerf's scoring (the olympic mean of N runs; one non-converging "
-        "run may be the slowest dropped, two invalidate the set); more runs are scored by the window of N "
-        "consecutive runs whose score is the median of all windows'", parse=int_at_least(3),
+        "--scored-runs", "with --rules mlperf: N of MLPerf's scoring (the olympic mean of N runs, max(1, N // 10) "
+        "dropped at each end as MLPerf drops 1 of 5 or 10 and 4 of UNET3D's 40; as many non-converging runs may be "
+        "among the slowest dropped, more invalidate the set); more runs are scored by the window of N consecutive "
+        "runs whose score is the median of all windows'", parse=int_at_least(3),
         commands=frozenset({"repeat"}), metavar="N", group=G_EXP,
         default_help="5, MLPerf's count for ResNet-50")] = 5
     effect: Annotated[float | None, Opt(
@@ -70,12 +75,33 @@ class ExperimentConfig(OptionModel, init=False):
         "when the interval first excludes 1 (stopping on significance would inflate false findings); each step "
         "says how many pairs the spread so far needs", parse=number_in(0, low_open=True),
         commands=frozenset({"ab"}), metavar="W", group=G_EXP)] = None
-    max_runs: Annotated[int, Opt(
-        "--max-runs", "with --until-significant: at most this many pairs", parse=int_at_least(2),
-        commands=frozenset({"ab"}), metavar="N", group=G_EXP)] = 50
+    max_runs: Annotated[int | None, Opt(
+        "--max-runs", "with --until-significant: at most this many pairs (at least --runs)", parse=int_at_least(2),
+        commands=frozenset({"ab"}), metavar="N", group=G_EXP, default_help=f"{DEFAULT_MAX_RUNS}")] = None
     budget_s: Annotated[float | None, Opt(
         "--budget", "with --until-significant: stop adding pairs after this many seconds", parse=number_in(0, low_open=True),
         commands=frozenset({"ab"}), metavar="S", group=G_EXP, default_help="none")] = None
+
+
+    @model_validator(mode="after")
+    def _stopping_rule(self) -> "ExperimentConfig":
+        """--max-runs and --budget bound --until-significant: alone they would be ignored, so they are refused; and
+        the first --runs pairs always run, so a --max-runs below them is refused too."""
+        if self.until_width is None:
+            for flag, value in (("--max-runs", self.max_runs), ("--budget", self.budget_s)):
+                if value is not None:
+                    raise ConfigError(f"{flag} {value:g} bounds --until-significant W (the pairs added until the "
+                                      "interval is W wide) and does nothing without it: add --until-significant W, "
+                                      "or drop it")
+        elif self.max_runs is not None and self.max_runs < self.runs:
+            raise ConfigError(f"--max-runs {self.max_runs} is below --runs {self.runs}: the first {self.runs} pairs "
+                              f"always run; give --max-runs {self.runs} or more")
+        return self
+
+    @property
+    def pair_limit(self) -> int:
+        """The most pairs --until-significant runs: --max-runs, or DEFAULT_MAX_RUNS (never fewer than --runs)."""
+        return self.max_runs if self.max_runs is not None else max(DEFAULT_MAX_RUNS, self.runs)
 
 
 def seeds_for(first: int, runs: int) -> list[int]:

@@ -11,6 +11,7 @@ from torch import nn
 
 from daybreak.data.base import TaskData
 from daybreak.errors import ConfigError
+from daybreak.options import parse_bool_text
 from daybreak.registry import Registry
 
 
@@ -202,9 +203,7 @@ def parse_overrides(items: list[str] | None, defaults: dict[str, Any]) -> dict[s
         default = defaults[key]
         try:
             if isinstance(default, bool):
-                if raw.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError(raw)
-                value: Any = raw.lower() in ("1", "true", "yes", "on")
+                value: Any = parse_bool_text(raw)  # true or false, as in a file
             elif isinstance(default, int):
                 value = int(raw)
             elif isinstance(default, float):
@@ -214,7 +213,7 @@ def parse_overrides(items: list[str] | None, defaults: dict[str, Any]) -> dict[s
             else:
                 value = raw
         except ValueError:
-            kind = "true or false (1/0, yes/no, on/off)" if isinstance(default, bool) else _kind(default)
+            kind = "true or false" if isinstance(default, bool) else _kind(default)
             raise ConfigError(f"--set {key}={raw[:40]}: expected {kind}") from None
         out[key] = value
     return out

@@ -40,7 +40,8 @@ class CompareResult(Record):
     hedges_g: float | None = None  # A minus B, pooled std, small-sample corrected; negative: A faster
     fisher_reached_p: float | None = None
     mean_ratio: float | None = None  # mean A / mean B
-    verdict: Literal["A faster", "B faster", "no significant difference", "not enough runs"]
+    verdict: Literal["A faster", "B faster", "no significant difference", "not enough runs", "no test"]
+    test: str = "Welch's t-test, two-sided, at alpha (Mann-Whitney U reported beside it as a check)"
     summary: str
     effect_size: str = "Hedges' g (Cohen's d with pooled sample std x (1 - 3 / (4 (n_a + n_b) - 9))), A minus B"
     unreached_policy: str = ("runs that did not reach the target are excluded from the time tests and counted "

@@ -90,18 +90,24 @@ def format_ratio(x: float | None) -> str:
 
 class PairsNeeded(BaseModel):
     """How many pairs the observed spread of the log ratios needs to tell a difference of ``effect`` (0.05: a
-    ratio of 1.05) with a paired t-test at the comparison's confidence and this power."""
+    ratio of 1.05) with a paired t-test at the comparison's confidence and this power; ``pairs_low`` and
+    ``pairs_high`` are the same figure at the two ends of the spread's own confidence interval (the spread is an
+    estimate from the pairs so far)."""
 
     effect: float
     power: float
     pairs: int | None  # None: more than 100,000
+    pairs_low: int | None = None  # at the low end of the sd's interval
+    pairs_high: int | None = None  # at its high end (None: more than 100,000)
 
 
 class RatioEstimate(BaseModel):
     """A paired ratio candidate / baseline with its confidence interval; ``method`` says how it was computed
-    (daybreak.analysis.paired: the geometric mean with a Student-t interval of the mean log ratio when every pair
-    reached the target; the Hodges-Lehmann estimate with a Wilcoxon signed-rank interval when a trial did not, an
-    unreached trial counting as infinitely slow). Infinite values are written as "Infinity"."""
+    (daybreak.analysis.paired: the geometric mean with a Student-t interval of the mean log ratio and the paired
+    t-test when every pair reached the target; the Hodges-Lehmann estimate with the exact Wilcoxon signed-rank test
+    and the interval inverted from it when a trial did not, an unreached trial counting as infinitely slow). The
+    verdict is the test's (p <= 1 - confidence), and the interval holds the ratios the same test keeps, so the two
+    agree. Infinite values are written as "Infinity"."""
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
@@ -112,28 +118,45 @@ class RatioEstimate(BaseModel):
     ratio: float | None = None  # the estimate of candidate/baseline
     ci_low: float | None = None
     ci_high: float | None = None  # may be infinite
+    ci_low_excluded: bool = False  # the end itself is rejected by the test (rank method: a Walsh average counts
+    ci_high_excluded: bool = False  # half at a shift equal to it); it matters only where an end is exactly 1
     confidence: float
     method: str = ""
-    p_value: float | None = None  # two-sided, H0: ratio 1 (paired t-test, or Wilcoxon signed-rank)
+    p_value: float | None = None  # two-sided, H0: ratio 1 (paired t-test, or exact Wilcoxon signed-rank): the verdict's
     interval_note: str | None = None
     bootstrap_ci_low: float | None = None  # a percentile bootstrap check, where enough distinct resamples exist
     bootstrap_ci_high: float | None = None
     bootstrap_note: str | None = None  # why there is no bootstrap check
     log_ratio_sd: float | None = None  # spread of the finite per-pair log ratios
+    log_ratio_sd_low: float | None = None  # its confidence interval (chi-square, at ``confidence``)
+    log_ratio_sd_high: float | None = None
     pairs_needed: list[PairsNeeded] = Field(default_factory=list)
+    power_note: str | None = None  # why there is no pairs-needed figure
     verdict: str = ""  # "not distinguishable", "candidate better", "candidate worse", "too few pairs"
 
     def power_words(self) -> str:
-        """'the spread of 5 pairs (sd of the log ratios 0.080) needs 41 pairs for 5% to tell the difference (80%
-        power at 99% confidence)'; '' without a spread (fewer than 2 pairs where both arms reached)."""
+        """The pairs-needed figures in words, each with its range over the sd's interval, e.g. for 5 pairs with an
+        sd of the log ratios of 0.08 at 99% confidence: 'the spread of 5 pairs (sd of the log ratios 0.080, 99%
+        interval 0.042-0.352) needs 35 pairs for 5% (12-611 over the sd's interval) to tell the difference (80%
+        power at 99% confidence)' (tests/test_experiments.py computes this example); '' without a spread (fewer
+        than 2 pairs where both arms reached); the power note where a censored pair makes the figure inapplicable."""
         if not self.pairs_needed or self.log_ratio_sd is None:
-            return ""
+            return self.power_note or ""
         finite = self.n_pairs - self.n_censored
-        figures = ", ".join(
-            f"{'more than ' + format(MAX_PAIRS, ',') if p.pairs is None else p.pairs} pairs for {p.effect * 100:g}%"
-            for p in self.pairs_needed)
-        return (f"the spread of {finite} pairs (sd of the log ratios {self.log_ratio_sd:.3f}) needs {figures} to "
-                f"tell the difference ({POWER * 100:g}% power at {self.confidence * 100:g}% confidence)")
+
+        def count(pairs: int | None) -> str:
+            return "more than " + format(MAX_PAIRS, ",") if pairs is None else format(pairs, ",")
+
+        def one(p: PairsNeeded) -> str:
+            spread = ("" if p.pairs_low is None and p.pairs_high is None else
+                      f" ({count(p.pairs_low)}-{count(p.pairs_high)} over the sd's interval)")
+            return f"{count(p.pairs)} pairs for {p.effect * 100:g}%{spread}"
+
+        interval = ("" if self.log_ratio_sd_low is None or self.log_ratio_sd_high is None else
+                    f", {self.confidence * 100:g}% interval {self.log_ratio_sd_low:.3f}-{self.log_ratio_sd_high:.3f}")
+        return (f"the spread of {finite} pairs (sd of the log ratios {self.log_ratio_sd:.3f}{interval}) needs "
+                f"{', '.join(one(p) for p in self.pairs_needed)} to tell the difference ({POWER * 100:g}% power "
+                f"at {self.confidence * 100:g}% confidence)")
 
 
 class Comparison(BaseModel):

@@ -28,7 +28,8 @@ class LesionVariant(BaseModel):
     mean_epochs_to_target: float | None = None
     mean_final_accuracy: float | None = None
     mean_best_accuracy: float | None = None
-    time_ratio: float | None = None  # mean time-to-target / the full recipe's
+    time_ratio: float | None = None  # mean time of its reached runs / the full recipe's (unpaired; the table and
+    # the plot show ``comparison``, the paired ratio with unreached trials infinitely slow)
     final_accuracy_ratio: float | None = None  # mean final accuracy / the full recipe's
     final_accuracy_diff: float | None = None  # mean final accuracy - the full recipe's (fraction)
     comparison: RatioEstimate | None = None  # paired time ratio variant / full, its interval and verdict

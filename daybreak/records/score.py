@@ -33,11 +33,13 @@ class ScoreCell(BaseModel):
 class ScoreSubmission(BaseModel):
     name: str
     rank: int  # 1 = the highest score; ties share nothing: the order is score, then tasks solved, then name
-    score: float  # in [0, 1]: the mean of the task scores = the normalized area under the performance profile
+    score: float  # in [0, 1], by ScoreAnalysis.numerics (what ranks): exact, or as AlgoPerf's code computes it
     tasks_solved: int
+    score_exact: float | None = None  # the mean of the task scores = the normalized area under the profile
+    score_official: float | None = None  # AlgoPerf's code: the trapezoid of the profile on its 100-point tau grid
     cells: list[ScoreCell]  # one per task, in the order of ScoreAnalysis.tasks
     profile: list[tuple[float, float]] = Field(default_factory=list)  # (tau, fraction of tasks with r <= tau) at
-    # every step of the profile from tau = 1 to r_max
+    # every step of the profile from tau = 1 to r_max (exact), or at the official grid's 100 points (official)
 
 
 class ScoreAnalysis(Record):
@@ -49,6 +51,7 @@ class ScoreAnalysis(Record):
     r_max: float
     rules: str  # the rule set whose clock gave every time (dawnbench, mlperf)
     by: str  # what made a submission: recipe, optimizer, arm, label (NAME=PATH labels always win)
+    numerics: Literal["exact", "official"] = "exact"  # how the profile is integrated (see daybreak.analysis.score)
     tasks: list[str]
     best_times_s: dict[str, float | None]  # task -> the fastest submission's time (None: nobody solved it)
     submissions: list[ScoreSubmission]  # best score first

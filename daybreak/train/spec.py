@@ -23,7 +23,7 @@ from daybreak.config import COMPILE_MODES, DEFAULT_TF32, RunConfig, compile_mode
 from daybreak.errors import ConfigError
 from daybreak.launch import LaunchSpec
 from daybreak.options import to_toml
-from daybreak.plugins import import_file
+from daybreak.plugins import import_file, not_a_file
 from daybreak.recipes import RECIPES, Recipe, get_recipe, parse_overrides
 from daybreak.tasks import Task, get_task
 
@@ -123,7 +123,7 @@ def load_recipe_file(path: str | os.PathLike[str], *, expected_sha256: str | Non
     taken."""
     file = Path(path).expanduser().resolve()
     if not file.is_file():
-        raise ConfigError(f"--recipe {path}: no such file")
+        raise ConfigError(f"--recipe {path}: {not_a_file(file)}")
     digest = hashlib.sha256(file.read_bytes()).hexdigest()
     if expected_sha256 is not None and digest != expected_sha256:
         raise ConfigError(f"--recipe {file}: the file changed since the run was specified (SHA-256 differs)")
