@@ -175,7 +175,7 @@ def check_mllog(path: Path, *, round_option: str | None = None, ruleset_option: 
         raise ConfigError(f"--round {round_option!r}: give an MLPerf Training round, one of {', '.join(ROUNDS)}")
     log = log_of(path)
     try:
-        events, _ = parse_log(log.read_bytes(), any_value=True)
+        events, _ = parse_log(log.read_bytes(), mlperf=True)
     except OSError as e:
         raise DataError(f"{log}: cannot read it ({e.strerror or e})") from None
     name = declared_benchmark(events)

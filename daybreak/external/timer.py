@@ -137,11 +137,12 @@ def time_log(config: TimeConfig) -> RunResult:
         data = path.read_bytes()
     except OSError as err:
         raise DataError(f"--log {path}: cannot read it ({err.strerror or err})") from None
-    events, bad = parse_log(data, any_value=True)
+    events, bad = parse_log(data)  # what the log declares (its submission_benchmark), read leniently
     if not events and not bad:
         raise DataError(f"--log {path}: no :::MLLOG records in it")
     task = task_of_log(events, config.task)
-    if task is None:  # a log of an MLPerf benchmark: its metric, unit and target come from the table
+    if task is None:  # a log of an MLPerf benchmark: read as mlperf-logging reads it; the table gives its target
+        events, bad = parse_log(data, mlperf=True)
         against = mlperf_target(events, declared_benchmark(events) or "", config.round, path, bad)
         assert against.benchmark is not None  # (an MLPerf benchmark's target names it)
         if config.target is not None:
@@ -157,7 +158,6 @@ def time_log(config: TimeConfig) -> RunResult:
         if config.round is not None:
             raise ConfigError(f"--round applies to a log of an MLPerf Training benchmark; this one is of daybreak "
                               f"task {task!r}")
-        events, bad = parse_log(data)  # a daybreak task's accuracy: a fraction or a percent in [0, 100]
         against = task_target(task, config.target)
         unit = config.unit
     started_at = _from_ms(min((e.time_ms for e in events), default=None)) or datetime.now(timezone.utc)

@@ -312,7 +312,7 @@ def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
     ``judge`` needs."""
     data = _read(path, MAX_LOG_BYTES)
     run = Run(path.name, hashlib.sha256(data).hexdigest())
-    events, bad = parse_log(data, any_value=True)
+    events, bad = parse_log(data, mlperf=True)
     declared = next((e.value for e in events if e.key == "submission_division" and isinstance(e.value, str)), "")
     run.division = DIVISIONS.get(declared.strip().lower(), "")
     if bad:
@@ -587,12 +587,15 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
 
 
 def _accuracy(a: Analysis | None) -> float:
-    """The representative run's value at the target (its first evaluation meeting it, offline ones included),
+    """The representative run's value at the target (its first evaluation meeting it, offline ones included: the
+    earliest checkpoint by its step where the records number them, as offline evaluations complete in any order),
     else its best, in the metric's own unit (a fraction, a loss, a score)."""
     if a is None or not a.evaluations or a.goal is None:
         return 0.0
-    met = next((e for e in a.evaluations if a.goal.met(e.values)), None)
-    return met.accuracy if met is not None else a.best_accuracy or 0.0
+    met = [e for e in a.evaluations if a.goal.met(e.values)]
+    if not met:
+        return a.best_accuracy or 0.0
+    return min(met, key=lambda e: (e.step is None, e.step or 0, e.index)).accuracy
 
 
 # --- reference convergence points --------------------------------------------------------------------------
