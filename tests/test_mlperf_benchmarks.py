@@ -160,7 +160,9 @@ HYPERPARAMETERS = {
                    ("opt_learning_rate_decay_steps", 0), ("gradient_accumulation_steps", 1),
                    ("train_samples", 4195197692), ("eval_samples", 89137319)],
 }
-BY_EPOCH = ("rgat", "resnet", "dlrm_dcnv2")  # their evaluations are numbered by epoch_num, the others' by samples_count
+HYPERPARAMETERS["ssd"] = [("global_batch_size", 1024), ("train_samples", 117266), ("eval_samples", 5000)]
+HYPERPARAMETERS["bert"] = [("global_batch_size", 4096), ("train_samples", 2621440), ("eval_samples", 10000)]
+BY_EPOCH = ("rgat", "resnet", "dlrm_dcnv2", "ssd", "bert")  # their evaluations are numbered by epoch_num, the others' by samples_count
 
 
 def record(key, value, time_ms, event_type="POINT_IN_TIME", metadata_text=None, **metadata) -> str:
@@ -524,6 +526,39 @@ def test_the_round_from_the_log_or_the_command(tmp_path, capsys):
     assert single_line(err.strip())
     rc, r = timed(resnet, tmp_path, "--round", "v4.0")
     assert rc == 0 and r.metric == "top1" and r.target == 0.759
+
+
+def test_the_round_hint_names_only_rounds_whose_target_fits(tmp_path, capsys):
+    """A log that names no round, read differently by its benchmark's rounds: the hint names the rounds whose target
+    fits where the run's evaluations stopped, never one under which the log is not reached for its target."""
+    def refused(text: str) -> str:
+        log = tmp_path / "result_0.txt"
+        log.write_text(text)
+        capsys.readouterr()
+        assert main(["time", "--rules", "mlperf", "--log", str(log), "--out", str(tmp_path / "x"), "-q"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert single_line(err) and "names no round, and the rounds' rules disagree on it" in err
+        return err
+
+    # SSD-ResNet34 (v0.7 to v1.1, mAP 0.23), stopped at 0.2305: the "ssd" folder's RetinaNet rounds (0.34) do not fit
+    ssd = published_log("ssd", [(300.0, 0.2201, 40), (330.5, 0.2305, 45)], stop_s=331.0)
+    err = refused(ssd)
+    assert "v2.0 to v4.1: not reached" in err and "give --round, one of v0.7 to v1.1" in err and "v4.1)" not in err
+    # v0.7 BERT (0.712 below a global batch of 8192), stopped at 0.7125: only v0.7 fits (v1.0 to v5.0: 0.720)
+    bert = published_log("bert", [(900.0, 0.7093, 1), (1000.0, 0.7125, 2)], stop_s=1000.5)
+    err = refused(bert)
+    assert "give --round v0.7 (the round whose target, 71.2% masked-LM accuracy" in err and "v5.0" not in \
+        err.split("give --round")[1]
+    # a run that went on past every target (0.715 met v0.7's, 0.721 v1.0's, and it trained on): no round fits
+    on = published_log("bert", [(900.0, 0.715, 1), (1000.0, 0.721, 2), (1100.0, 0.725, 3)], stop_s=1100.5,
+                       init_s=25 * 60)
+    assert "give --round: daybreak cannot tell which round's rules apply" in refused(on)
+    # check-mllog, given no round either, checks the log by the latest round whose target fits (not v4.1's RetinaNet)
+    (tmp_path / "result_0.txt").write_text(ssd)
+    capsys.readouterr()
+    main(["check-mllog", str(tmp_path / "result_0.txt"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["ruleset"] == "1.1.0" and "whose target fits" in report["notes"][0]
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -578,6 +578,27 @@ def checker_evaluations(events: Sequence[MllogEvent], goal: Goal) -> tuple[list[
     return out, ""
 
 
+def target_fits(events: Sequence[MllogEvent], goal: Goal) -> bool:
+    """Whether a log's evaluations fit ``goal`` (which round a log names none of): some evaluation MLPerf's checker
+    judges meets it, and the run stopped at it: no evaluation inside the run (between run_start and run_stop,
+    timed by then) came after the first that met it, as an MLPerf run stops at its target (one that went on was
+    aiming at a stricter one). Evaluations all made after the clock stopped (Stable Diffusion's offline ones) are
+    held to the first condition only."""
+    judged, unjudged = checker_evaluations(events, goal)
+    if unjudged or not any(goal.met(values) for values in judged):
+        return False
+    start = next((i for i, e in enumerate(events) if e.key == C.RUN_START), None)
+    if start is None:
+        return True
+    stop = next((e for e in events[start + 1:] if e.key == C.RUN_STOP), None)
+    inside = [e for e in events[start + 1:] if e.key == C.EVAL_ACCURACY
+              and (stop is None or (e.lineno < stop.lineno and e.time_ms <= stop.time_ms))]
+    if goal.aggregate_by is not None:
+        return True
+    met = [goal.met(quality_values(e, goal.parts)) for e in inside]
+    return not any(met) or met.index(True) == len(met) - 1
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
