@@ -43,6 +43,11 @@ OLD_FORMAT_ROUNDS = ("v0.5", "v0.6")
 ROUND_FOLDER = re.compile(r"training_results_(v\d+\.\d+)", re.I)
 
 
+def rounds_text() -> str:
+    """The rounds daybreak reads, for help texts: 'v0.7 to v6.0'."""
+    return f"{ROUNDS[0]} to {ROUNDS[-1]}"
+
+
 def ruleset(round_: str) -> str:
     """'v4.0' -> '4.0.0', the name mlperf-logging gives the round's rules (its checker, RCPs, summarizer)."""
     return round_.lstrip("v") + ".0"

@@ -675,3 +675,11 @@ def test_check_mllog_runs_the_rounds_own_checker_on_an_mlperf_log(tmp_path, caps
     assert not report["passed"] and any("(v['value'] <= 0.925)" in m for m in report["messages"])
     assert main(["check-mllog", str(tmp_path / "nothing")]) == 2
     assert "no such file or run directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["leaderboard", "import-mlperf"], ["time"], ["check-mllog"]])
+def test_help_texts_list_the_rounds_of_the_table(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"{ROUNDS[0]} to {ROUNDS[-1]}" in text and "v5.1)" not in text
