@@ -708,7 +708,10 @@ def test_time_log_of_a_published_mlperf_result(tmp_path):
     assert r.system.declared_fields["submission_org"] == "Acme Systems"
     assert r.system.declared_fields["submission_poc_name"] == "A. Person"
     assert r.analyzed_on is not None and r.analyzed_on.source == "measured"
-    assert r.analyzed_on.hardware_summary() == system_info().hardware_summary()
+    # (read without torch: this machine's CPU and torch's version, its accelerators not probed)
+    here = system_info()
+    assert (r.analyzed_on.cpu_model, r.analyzed_on.torch) == (here.cpu_model, here.torch)
+    assert r.analyzed_on.hardware_summary().endswith("(accelerators not probed)")
     assert json.loads((run_dir / "dawnbench.json").read_text())["hardware"] == PLATFORM
     assert r.seed == 4242 and "the log has no seed" not in r.data_notes
     # one accuracy metric in the log: one accuracy column (ResNet-50's target is top-1)

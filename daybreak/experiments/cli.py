@@ -154,6 +154,10 @@ def _parts(args: argparse.Namespace, command: str, **extra: Any
 
 
 def cmd_repeat(args: argparse.Namespace) -> int:
+    if getattr(args, "task", None):  # an unknown task: one line before torch is imported
+        from daybreak.tasks import get_task
+
+        get_task(args.task)
     from daybreak.analysis.repeat import format_repeat
     from daybreak.experiments.commands import repeat
 
@@ -211,6 +215,10 @@ def cmd_lesion(args: argparse.Namespace) -> int:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    if getattr(args, "task", None):  # an unknown task: one line before torch is imported
+        from daybreak.tasks import get_task
+
+        get_task(args.task)
     from daybreak.config import RunConfig
     from daybreak.experiments.commands import ab, arm_options, recipe_at_commit
     from daybreak.executors import ExecutorOptions

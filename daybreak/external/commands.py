@@ -152,7 +152,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     from daybreak.options import values_for
     from daybreak.external.config import TimeConfig
     from daybreak.external.timer import time_command, time_log
-    from daybreak.train.runner import EXIT_CODES
+    from daybreak.records.run import EXIT_CODES
 
     command = list(args.program)
     if command and command[0] == "--":

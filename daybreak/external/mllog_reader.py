@@ -35,10 +35,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-from mlperf_logging.mllog import constants as C
-
 from daybreak.metrics import TOP1, Metric
-from daybreak.records.mllog import CHECKPOINT_START, CHECKPOINT_STOP, SUBMISSION_FRAMEWORK
+from daybreak.records.mllog import CHECKPOINT_START, CHECKPOINT_STOP, SUBMISSION_FRAMEWORK, C
 
 TOKEN = ":::MLLOG"
 _DECODER = json.JSONDecoder()

@@ -36,7 +36,7 @@ from daybreak.external.mllog_reader import ACCURACY_UNITS, BadLine, MllogEvent, 
 from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_verdict import ProgramEnd, describe_exit
 from daybreak.external.recorder import ExternalRecorder
-from daybreak.measure.system import SystemInfo, system_info
+from daybreak.measure.system import SystemInfo, host_info, system_info
 from daybreak.metrics import get_metric
 from daybreak.mlperf_benchmarks import Goal
 from daybreak.pricing import resolve_price
@@ -120,7 +120,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime,
         energy=EnergyRecord(unavailable={kind: EXTERNAL_ENERGY for kind in ("gpu", "cpu_package", "dram")}),
         # live: the program runs on this machine; --log: on whatever the log declares (filled in by ``apply``)
         system=system_info() if mode == "command" else SystemInfo.declared(None),
-        analyzed_on=None if mode == "command" else system_info(),
+        analyzed_on=None if mode == "command" else host_info(),
         data_source="external program" if mode == "command" else f"mllog file {config.log}",
         started_at=started_at,
         command=list(config.command) if mode == "command" else list(config.invocation),
