@@ -303,6 +303,22 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def round_table(rows: list[dict]) -> str:
+    """One row per round: the sample and how it agrees."""
+    lines = ["| round | benchmarks | logs sampled | submitters | not success | agreeing | failing other checks only | "
+             "agreeing on time and quality | worst abs(diff) |", "|---|---|---|---|---|---|---|---|---|"]
+    for round_ in sorted({r["round"] for r in rows}, key=ROUNDS.index):
+        read = [r for r in rows if r["round"] == round_ and r["readable"]]
+        diffs = [r["diff_s"] for r in read if r["diff_s"] is not None]
+        tq = sum(1 for r in read if r["agrees_on_time_and_quality"])
+        lines.append(f"| {round_} | {len({r['benchmark'] for r in read})} | {len(read)} | "
+                     f"{len({r['submitter'] for r in read})} | {sum(1 for r in read if r['status'] != 'success')} | "
+                     f"{sum(1 for r in read if r['agrees'])} | {sum(1 for r in read if r['other_checks'])} | "
+                     f"{tq} ({100 * tq / max(len(read), 1):.0f}%) | "
+                     f"{f'{max(diffs) * 1000:.3f} ms' if diffs else '-'} |")
+    return "\n".join(lines)
+
+
 def parse_scores(text: str) -> dict[str, list[tuple[str, str | None]]]:
     """'v5.0:tinycorp,v3.1:NVIDIA/stable_diffusion' -> {'v5.0': [('tinycorp', None)], 'v3.1': [('NVIDIA', ...)]}."""
     out: dict[str, list[tuple[str, str | None]]] = defaultdict(list)
@@ -371,6 +387,8 @@ def main() -> int:
             other[re.sub(r"\s+", " ", m)[:90]] += 1
     for m, n in sorted(other.items(), key=lambda kv: -kv[1]):
         print(f"  {n} x {m}")
+    print()
+    print(round_table(rows))
     print()
     print(table(rows))
     if scores:
