@@ -154,7 +154,7 @@ def _parts(args: argparse.Namespace, command: str, **extra: Any
 
 
 def cmd_repeat(args: argparse.Namespace) -> int:
-    if getattr(args, "task", None):  # an unknown task: one line before torch is imported
+    if getattr(args, "task", None) and not getattr(args, "recipe", None):  # an unknown task: one line, before torch
         from daybreak.tasks import get_task
 
         get_task(args.task)
@@ -215,7 +215,7 @@ def cmd_lesion(args: argparse.Namespace) -> int:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    if getattr(args, "task", None):  # an unknown task: one line before torch is imported
+    if getattr(args, "task", None) and not getattr(args, "recipe", None):  # an unknown task: one line, before torch
         from daybreak.tasks import get_task
 
         get_task(args.task)

@@ -77,7 +77,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from daybreak.tasks import get_task
 
     config = run_config_from_args(args)  # a wrong value or an unknown task is one line before torch is imported
-    get_task(config.task)
+    if not config.recipe:  # (a recipe file may register its own task: that waits for the recipe)
+        get_task(config.task)
     from daybreak.launch import LaunchSpec
     from daybreak.records.summary import format_summary
     from daybreak.train.distributed import in_torchrun
