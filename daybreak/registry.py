@@ -25,9 +25,11 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, *, package: str | None = None, entry_point_group: str | None = None):
+    def __init__(self, kind: str, *, package: str | None = None, entry_point_group: str | None = None,
+                 helpers: tuple[str, ...] = ()):
         self.kind = kind
         self.package = package
+        self.helpers = frozenset(helpers)  # modules of the package that register nothing: discovery skips them
         self.entry_point_group = entry_point_group
         self._items: dict[str, T] = {}
         self._origins: dict[str, str] = {}  # name -> module that registered it
@@ -64,7 +66,7 @@ class Registry(Generic[T]):
                 if self.package is not None:
                     pkg = importlib.import_module(self.package)
                     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-                        if not info.name.startswith("_"):
+                        if not info.name.startswith("_") and info.name not in self.helpers:
                             importlib.import_module(f"{self.package}.{info.name}")
                 if self.entry_point_group is not None:
                     self._load_entry_points(self.entry_point_group)

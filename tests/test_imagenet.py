@@ -167,7 +167,7 @@ def test_an_undecodable_image_is_a_one_line_error_naming_it(tmp_path):
     data.configure(pipeline.PipelineSettings(image_size=16, eval_size=16, eval_resize=18, workers=0))
     plan = BatchPlan(setup=SimpleNamespace(prepare=lambda x: x), batch_size=9, epochs=1, seed=0,
                      device=torch.device("cpu"), amp="off", ctx=DistContext())
-    from daybreak.tasks.imagenet import ImageNetTrainBatches
+    from daybreak.tasks.imagenet_batches import ImageNetTrainBatches
 
     batches = ImageNetTrainBatches(data, plan)
     with pytest.raises(DataError) as e:

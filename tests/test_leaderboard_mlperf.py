@@ -425,3 +425,35 @@ def test_a_dawnbench_file_cannot_land_on_an_mlperf_board():
         with pytest.raises(SubmissionError, match="mlperf-bert is an MLPerf benchmark's board: it takes MLPerf "
                                                   "results only"):
             parse_submission(json.dumps(doc).encode(), tsv, source="x.json", task=task)
+
+
+def test_a_system_of_several_frameworks_is_stored_with_its_benchmarks(tree, store):
+    """A systems JSON listing several frameworks (Dell's v3.1 'NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR
+    23.09'): each benchmark's entry gets the one its implementation folder names (resnet: mxnet, bert: pytorch),
+    and, where no folder tells, all of them with a note; never the first alone."""
+    listed = "NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09"
+    doc_path = tree / "Alpha" / "systems" / "alpha_n1.json"
+    doc = json.loads(doc_path.read_text())
+    doc_path.write_text(json.dumps({**doc, "framework": listed}))
+    (tree / "Alpha" / "benchmarks" / "resnet" / "implementations" / "mxnet").mkdir()
+    (tree / "Alpha" / "benchmarks" / "bert" / "implementations" / "pytorch").mkdir(parents=True)
+    import_mlperf(store, tree)
+    entries = by_source(store)
+    resnet, bert = entries["alpha_n1/resnet"], entries["alpha_n1/bert"]
+    assert (resnet.framework, resnet.framework_name) == ("NGC MXNet 23.09", "MXNet")
+    assert (bert.framework, bert.framework_name) == ("NGC PyTorch 23.09", "PyTorch")
+    assert any("bert's is NGC PyTorch 23.09, the one its implementation folder benchmarks/bert/implementations/pytorch"
+               in n for n in bert.notes)
+    # the other system lists one framework: as before, no note
+    assert entries["alpha_n2/resnet"].framework_name == "MXNet" and not any("frameworks" in n
+                                                                          for n in entries["alpha_n2/resnet"].notes)
+
+
+def test_a_system_of_several_frameworks_without_a_folder_that_tells_keeps_them_all(tree, store):
+    doc_path = tree / "Alpha" / "systems" / "alpha_n1.json"
+    doc_path.write_text(json.dumps({**json.loads(doc_path.read_text()), "framework": "PyTorch 2.2.0, JAX 0.4.26"}))
+    import_mlperf(store, tree)
+    bert = by_source(store)["alpha_n1/bert"]
+    assert (bert.framework, bert.framework_name) == ("PyTorch 2.2.0, JAX 0.4.26", "PyTorch / JAX")
+    assert any("lists 2 frameworks (PyTorch 2.2.0, JAX 0.4.26) and the tree has no benchmarks/bert/implementations/ "
+               "folder to tell which bert used: all are kept" in n for n in bert.notes)

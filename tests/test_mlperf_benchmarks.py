@@ -77,6 +77,21 @@ def test_every_target_is_the_checkers(round_):
 
 
 @pytest.mark.parametrize("round_", ROUNDS)
+def test_the_key_that_aggregates_a_goal_of_several_records_is_the_checkers(round_):
+    """Stable Diffusion's checker aggregates its FID and CLIP records in a BEGIN block, by one metadata key (step_num
+    in v3.1, samples_count from v4.0): the table's ``aggregate_by``. No other benchmark's goal aggregates records."""
+    for b in BENCHMARKS:
+        goal = b.goal(round_)
+        if goal is None:
+            continue
+        checks = yaml.load((CHECKER / f"training_{ruleset(round_)}" / f"closed_{b.name}.yaml").read_text(),
+                           Loader=yaml.BaseLoader)
+        begin = next((k["BEGIN"]["CODE"] for k in checks if "BEGIN" in k), "")
+        keys = set(re.findall(r"line\.value\['metadata'\]\['(\w+)'\]", begin)) - {"metric"}
+        assert keys == ({goal.aggregate_by} if goal.aggregate_by else set()), (round_, b.name, keys)
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
 def test_every_round_has_benchmark_metas_benchmarks_and_run_counts(round_):
     allowed = set(benchmark_meta.get_allowed_benchmarks("training", ruleset(round_)))
     ours = {b.name for b in BENCHMARKS if b.span(round_) is not None}
@@ -138,13 +153,23 @@ HYPERPARAMETERS = {
              ("gradient_accumulation_steps", 1), ("train_samples", 157675969), ("eval_samples", 788379)],
     "resnet": [("global_batch_size", 3264), ("gradient_accumulation_steps", 1), ("train_samples", 1281167),
                ("eval_samples", 50000)],
+    "dlrm_dcnv2": [("global_batch_size", 135168), ("opt_name", "adagrad"), ("opt_base_learning_rate", 0.0034),
+                   ("opt_adagrad_learning_rate_decay", 0), ("opt_weight_decay", 0),
+                   ("opt_adagrad_initial_accumulator_value", 0.0), ("opt_adagrad_epsilon", 1e-08),
+                   ("opt_learning_rate_warmup_steps", 0), ("opt_learning_rate_decay_start_step", 0),
+                   ("opt_learning_rate_decay_steps", 0), ("gradient_accumulation_steps", 1),
+                   ("train_samples", 4195197692), ("eval_samples", 89137319)],
 }
-BY_EPOCH = ("rgat", "resnet")  # their evaluations are numbered by epoch_num, the others' by samples_count
+HYPERPARAMETERS["ssd"] = [("global_batch_size", 1024), ("train_samples", 117266), ("eval_samples", 5000)]
+HYPERPARAMETERS["bert"] = [("global_batch_size", 4096), ("train_samples", 2621440), ("eval_samples", 10000)]
+BY_EPOCH = ("rgat", "resnet", "dlrm_dcnv2", "ssd", "bert")  # their evaluations are numbered by epoch_num, the others' by samples_count
 
 
-def record(key, value, time_ms, event_type="POINT_IN_TIME", **metadata) -> str:
+def record(key, value, time_ms, event_type="POINT_IN_TIME", metadata_text=None, **metadata) -> str:
+    """One record as mllog writes it; ``metadata_text`` replaces the metadata object (HugeCTR logs "")."""
+    md = metadata_text if metadata_text is not None else {"file": "train.py", "lineno": 1, **metadata}
     return ":::MLLOG " + json.dumps({"namespace": "", "time_ms": time_ms, "event_type": event_type, "key": key,
-                                     "value": value, "metadata": {"file": "train.py", "lineno": 1, **metadata}})
+                                     "value": value, "metadata": md})
 
 
 def published_log(benchmark: str, evals: list, *, stop_s: float, status: str = "success", init_s: float = 60.0,
@@ -330,6 +355,138 @@ def test_evaluations_relogged_with_earlier_timestamps(tmp_path):
     agree(log, "v4.1", r)
 
 
+# --- Stable Diffusion's evaluations, grouped as each round's checker groups them ------------------------------------
+# (step, FID, CLIP) of the checkpoints of one NVIDIA run of v3.1 (its values, rounded); FID <= 90 and CLIP >= 0.15
+# first at step 2000, where its run_stop is
+SD_CHECKPOINTS = [(250, 427.95, 0.0357), (500, 309.49, 0.0273), (750, 253.29, 0.0573), (1000, 202.23, 0.0827),
+                  (1250, 127.84, 0.1297), (1500, 116.71, 0.1433), (1750, 96.93, 0.1629), (2000, 79.34, 0.1834),
+                  (2250, 77.47, 0.1795)]
+
+
+def nvidia_sd_log(checkpoints: list, *, stop_s: float, stop_step: int, key: str = "step_num",
+                  status: str = "success") -> str:
+    """Stable Diffusion as NVIDIA's v3.1 harness logs it: every record numbered by ``key`` alone (step_num; no
+    epoch_num, no samples_count); the checkpoints evaluated offline after training, timed after run_stop's time_ms
+    but logged before the run_stop record: eval_start/eval_stop of each, then every FID (last checkpoint first),
+    then every CLIP (the last checkpoint's first); the report script logs the FID and CLIP of ``stop_step`` again, stamped with
+    run_stop's time, then run_stop."""
+    head = published_log("stable_diffusion", [], stop_s=stop_s, status=status).splitlines()[:-1]
+    start = T0 + 60_000
+    stop = start + int(stop_s * 1000)
+    lines = list(head)
+    last = 0
+    for step, _, _ in checkpoints:  # training blocks of 100 steps up to the checkpoint
+        for s in range(last, step, 100):
+            t = start + int(stop_s * 1000 * s / max(stop_step, 1) / 1.2)
+            lines.append(record("block_start", "training_step", t, "INTERVAL_START", **{key: s}))
+            lines.append(record("block_stop", "training_step", t + 1000, "INTERVAL_END", **{key: s + 100}))
+        last = step
+    t = stop + 200_000
+    for step, _, _ in checkpoints:
+        lines.append(record("eval_start", None, t, "INTERVAL_START", **{key: step}))
+        lines.append(record("eval_stop", None, t + 400_000, "INTERVAL_END", **{key: step}))
+        t += 470_000
+    for step, fid, _ in reversed(checkpoints):
+        t += 5_000
+        lines.append(record("eval_accuracy", fid, t, **{key: step}, metric="FID", path="/nemologs/inference"))
+    for step, _, clip in checkpoints[-1:] + checkpoints[:-1]:  # the last checkpoint's first, then the others
+        t += 5_000
+        lines.append(record("eval_accuracy", clip, t, **{key: step}, metric="CLIP", path="/nemologs/inference"))
+    fid, clip = next((f, c) for s, f, c in checkpoints if s == stop_step)
+    lines.append(record("eval_accuracy", fid, stop, **{key: stop_step}, metric="FID"))
+    lines.append(record("eval_accuracy", clip, stop, **{key: stop_step}, metric="CLIP"))
+    lines.append(record("run_stop", None, stop, "INTERVAL_END", status=status, **{key: stop_step}))
+    return "\n".join(lines) + "\n"
+
+
+def test_nvidia_stable_diffusion_v31_is_grouped_by_step_num(tmp_path):
+    """v3.1's checker aggregates FID and CLIP by step_num: NVIDIA's logs, which carry nothing else and log every FID
+    before every CLIP, reach the target at step 2000 (FID 79.34, CLIP 0.1834), as the summarizer says; pairing
+    records by their order would have paired the FID of one checkpoint with the CLIP of another."""
+    log = write(tmp_path, "v3.1", "stable_diffusion", nvidia_sd_log(SD_CHECKPOINTS, stop_s=610.738, stop_step=2000))
+    rc, r = timed(log, tmp_path)
+    assert rc == 0 and r.status == "reached" and r.time_to_target_s == 610.738 and r.mlperf.round == "v3.1"
+    pairs = {(h.metrics["fid"], h.metrics["clip"], h.step) for h in r.history}
+    assert pairs == {(f, c, s) for s, f, c in SD_CHECKPOINTS}  # (the report's pair again is the same checkpoint's)
+    assert "aggregated" in r.mlperf.rules_source and "step_num" in r.mlperf.rules_source
+    agree(log, "v3.1", r)
+    # CLIP below 0.15 at every checkpoint whose FID is at most 90: no evaluation meets both, whatever the order
+    short = [(s, f, c if f > 90 else 0.149) for s, f, c in SD_CHECKPOINTS]
+    log = write(tmp_path, "v3.1", "stable_diffusion", nvidia_sd_log(short, stop_s=610.738, stop_step=2000),
+                "result_1.txt")
+    rc, r = timed(log, tmp_path)
+    assert rc == 3 and "no evaluation in the log met the target FID <= 90 and CLIP >= 0.15" in r.message
+    agree(log, "v3.1", r)
+
+
+def test_stable_diffusion_from_v40_is_grouped_by_samples_count(tmp_path):
+    """From v4.0 the checker aggregates by samples_count: the same layout numbered by samples_count is reached; a
+    v3.1-numbered log (step_num only) cannot be aggregated by v4.0's checker, which stops on it (a KeyError in its
+    BEGIN block), and daybreak says why instead of a time."""
+    by_samples = [(s * 2048, f, c) for s, f, c in SD_CHECKPOINTS]
+    log = write(tmp_path, "v4.0", "stable_diffusion", nvidia_sd_log(by_samples, stop_s=610.738, stop_step=2000 * 2048,
+                                                                      key="samples_count"))
+    rc, r = timed(log, tmp_path)
+    assert rc == 0 and r.time_to_target_s == 610.738
+    assert {(h.metrics["fid"], h.metrics["clip"]) for h in r.history} == {(f, c) for _, f, c in by_samples}
+    agree(log, "v4.0", r)
+    stepped = write(tmp_path, "v4.0", "stable_diffusion",
+                    nvidia_sd_log(SD_CHECKPOINTS, stop_s=610.738, stop_step=2000), "result_1.txt")
+    rc, r = timed(stepped, tmp_path)
+    assert rc == 3 and "carries no samples_count, by which MLPerf's checker of this round aggregates FID and CLIP" \
+        in r.message
+    with pytest.raises(KeyError), contextlib.redirect_stdout(io.StringIO()):
+        summarizer._read_result_file(str(stepped), "training", "4.0.0")
+
+
+def test_intel_stable_diffusion_v31_evaluates_inside_the_run(tmp_path):
+    """Intel's v3.1 logs number FID and CLIP by epoch_num and step_num and evaluate inside the run: the DAWNBench
+    reading is the evaluation at step 5000, where run_stop is."""
+    text = published_log("stable_diffusion", [], stop_s=1376.856).splitlines()
+    start = T0 + 60_000
+    lines = text[:-1]
+    for epoch, (fid, clip) in enumerate([(246.72, 0.0476), (147.82, 0.1073), (102.98, 0.1296), (90.87, 0.1520),
+                                         (78.59, 0.1690)], start=1):
+        t = start + int(1376.856 * 1000 * epoch / 5)
+        at = {"epoch_num": epoch, "step_num": epoch * 1000}
+        lines.append(record("block_start", None, t - 250_000, "INTERVAL_START", **at))
+        lines.append(record("block_stop", None, t - 20_000, "INTERVAL_END", **at))
+        lines.append(record("eval_start", None, t - 20_000, "INTERVAL_START", **at))
+        for metric, value in (("FID", fid), ("CLIP", clip)):
+            lines.append(record("eval_accuracy", value, t, **at, metric=metric))
+        lines.append(record("eval_stop", None, t, "INTERVAL_END", **at))
+    lines.append(text[-1])
+    log = write(tmp_path, "v3.1", "stable_diffusion", "\n".join(lines) + "\n")
+    rc, r = timed(log, tmp_path)
+    assert rc == 0 and r.time_to_target_s == 1376.856 and r.mlperf.dawnbench_reached
+    assert [h.metrics["fid"] for h in r.history] == [246.72, 147.82, 102.98, 90.87, 78.59]
+    assert r.history[-1].clock_s["dawnbench"] == r.mlperf.dawnbench_time_s
+    agree(log, "v3.1", r)
+
+
+def test_records_with_empty_metadata_are_records(tmp_path, capsys):
+    """NVIDIA's v6.0 HugeCTR DLRM-DCNv2 logs open with seven records whose metadata is an empty string, which
+    mlperf-logging's parser reads (none failed) and its checker passes: the run is reached, run_stop - run_start."""
+    from mlperf_logging.compliance_checker import mlp_parser
+
+    text = published_log("dlrm_dcnv2", [(2.267, 0.7858, 0.0499), (4.454, 0.7909, 0.0999), (45.582, 0.80276, 0.9989)],
+                         stop_s=45.582).splitlines()
+    empty = [record(k, v, T0, metadata_text="") for k, v in (
+        ("lowest_numerical_precision_in_comm", "fp16"), ("lowest_numerical_precision_in_attn", "fp16"),
+        ("lowest_numerical_precision_in_linear", "fp16"), ("expert_parallelism", 1), ("context_parallelism", 1),
+        ("pipeline_parallelism", 1), ("tensor_parallelism", 1))]
+    log = write(tmp_path, "v6.0", "dlrm_dcnv2", "\n".join(text[:2] + empty + text[2:]) + "\n")
+    assert log.read_text().count('"metadata": ""') == 7
+    loglines, failed = mlp_parser.parse_file(str(log), ruleset="6.0.0")
+    assert not failed and sum(1 for x in loglines if x.value["metadata"] == "") == 7
+    rc, r = timed(log, tmp_path)
+    assert rc == 0 and r.status == "reached" and r.time_to_target_s == 45.582 and r.mlperf.round == "v6.0"
+    assert r.seed == 1234 and r.hyperparameters["tensor_parallelism"] == 1
+    agree(log, "v6.0", r)
+    capsys.readouterr()
+    assert main(["check-mllog", str(log)]) == 0 and "PASSES" in capsys.readouterr().out
+
+
 def test_a_log_with_a_malformed_record_is_not_converged(tmp_path):
     """A record cut in two (as in a published log whose opt_name line is broken): the summarizer drops the run."""
     text = published_log("rgat", [(120.0, 0.701, 1), (240.5, 0.7214, 2)], stop_s=241.0)
@@ -369,6 +526,39 @@ def test_the_round_from_the_log_or_the_command(tmp_path, capsys):
     assert single_line(err.strip())
     rc, r = timed(resnet, tmp_path, "--round", "v4.0")
     assert rc == 0 and r.metric == "top1" and r.target == 0.759
+
+
+def test_the_round_hint_names_only_rounds_whose_target_fits(tmp_path, capsys):
+    """A log that names no round, read differently by its benchmark's rounds: the hint names the rounds whose target
+    fits where the run's evaluations stopped, never one under which the log is not reached for its target."""
+    def refused(text: str) -> str:
+        log = tmp_path / "result_0.txt"
+        log.write_text(text)
+        capsys.readouterr()
+        assert main(["time", "--rules", "mlperf", "--log", str(log), "--out", str(tmp_path / "x"), "-q"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert single_line(err) and "names no round, and the rounds' rules disagree on it" in err
+        return err
+
+    # SSD-ResNet34 (v0.7 to v1.1, mAP 0.23), stopped at 0.2305: the "ssd" folder's RetinaNet rounds (0.34) do not fit
+    ssd = published_log("ssd", [(300.0, 0.2201, 40), (330.5, 0.2305, 45)], stop_s=331.0)
+    err = refused(ssd)
+    assert "v2.0 to v4.1: not reached" in err and "give --round, one of v0.7 to v1.1" in err and "v4.1)" not in err
+    # v0.7 BERT (0.712 below a global batch of 8192), stopped at 0.7125: only v0.7 fits (v1.0 to v5.0: 0.720)
+    bert = published_log("bert", [(900.0, 0.7093, 1), (1000.0, 0.7125, 2)], stop_s=1000.5)
+    err = refused(bert)
+    assert "give --round v0.7 (the round whose target, 71.2% masked-LM accuracy" in err and "v5.0" not in \
+        err.split("give --round")[1]
+    # a run that went on past every target (0.715 met v0.7's, 0.721 v1.0's, and it trained on): no round fits
+    on = published_log("bert", [(900.0, 0.715, 1), (1000.0, 0.721, 2), (1100.0, 0.725, 3)], stop_s=1100.5,
+                       init_s=25 * 60)
+    assert "give --round: daybreak cannot tell which round's rules apply" in refused(on)
+    # check-mllog, given no round either, checks the log by the latest round whose target fits (not v4.1's RetinaNet)
+    (tmp_path / "result_0.txt").write_text(ssd)
+    capsys.readouterr()
+    main(["check-mllog", str(tmp_path / "result_0.txt"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["ruleset"] == "1.1.0" and "whose target fits" in report["notes"][0]
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -445,6 +635,34 @@ def test_import_scores_every_family_as_the_summarizer(tmp_path):
         assert entries["stable_diffusion"].metric == "fid+clip" and entries["stable_diffusion"].accuracy == 79.4
 
 
+def test_import_scores_an_nvidia_stable_diffusion_v31_folder_as_the_summarizer(tmp_path):
+    """A v3.1 folder of ten NVIDIA-format Stable Diffusion logs (step_num only, FIDs before CLIPs): every run
+    converged and the folder's score is the summarizer's (it was left unscored: '10 of 10 runs did not converge')."""
+    from daybreak.leaderboard.mlperf_import import import_mlperf
+    from daybreak.leaderboard.store.database import Store
+
+    stops = [2806.8 + 37.25 * i for i in range(10)]
+    for i, stop in enumerate(stops):
+        write(tmp_path, "v3.1", "stable_diffusion", nvidia_sd_log(SD_CHECKPOINTS, stop_s=stop, stop_step=2000),
+              f"result_{i}.txt")
+    root = tmp_path / "training_results_v3.1"
+    (root / "Acme" / "systems").mkdir()
+    (root / "Acme" / "systems" / "acme_1x8.json").write_text(json.dumps({
+        "submitter": "Acme", "division": "closed", "status": "available", "system_name": "acme_1x8",
+        "number_of_nodes": "1", "accelerators_per_node": "8", "accelerator_model_name": "Acme X1",
+        "framework": "NeMo 23.09"}))
+    folder = root / "Acme" / "results" / "acme_1x8" / "stable_diffusion"
+    with contextlib.redirect_stdout(io.StringIO()):
+        minutes, _, _ = summarizer._compute_strong_score_standalone("stable_diffusion", "acme_1x8", False, str(folder),
+                                                                     "training", "3.1.0")
+    with Store(f"sqlite:///{tmp_path / 'lb.sqlite'}") as store:
+        import_mlperf(store, root)
+        (entry,) = store.entries()
+    assert entry.runs_reached == 10 and entry.time_to_target_s == pytest.approx(minutes * 60, abs=1e-6)
+    assert entry.time_to_target_s == pytest.approx(sum(sorted(stops)[1:-1]) / 8, abs=1e-6)
+    assert entry.accuracy == 79.34  # the FID of the first checkpoint that met both (step 2000; 2250 met them too)
+
+
 def test_check_mllog_runs_the_rounds_own_checker_on_an_mlperf_log(tmp_path, capsys):
     good = write(tmp_path, "v5.0", "llama2_70b_lora", published_log(
         "llama2_70b_lora", [(363.48, 0.9385, 1536), (760.315, 0.9246, 3072)], stop_s=760.315))
@@ -457,3 +675,11 @@ def test_check_mllog_runs_the_rounds_own_checker_on_an_mlperf_log(tmp_path, caps
     assert not report["passed"] and any("(v['value'] <= 0.925)" in m for m in report["messages"])
     assert main(["check-mllog", str(tmp_path / "nothing")]) == 2
     assert "no such file or run directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["leaderboard", "import-mlperf"], ["time"], ["check-mllog"]])
+def test_help_texts_list_the_rounds_of_the_table(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"{ROUNDS[0]} to {ROUNDS[-1]}" in text and "v5.1)" not in text

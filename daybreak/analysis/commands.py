@@ -271,6 +271,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from daybreak.infer.run_data import model_run
+
+    model_run(args.run_dir)  # no run directory, or one without a model: one line before torch is imported
     from daybreak.analysis.generalization import evaluate_run, format_entry
     from daybreak.config import RunConfig
     from daybreak.options import values_for

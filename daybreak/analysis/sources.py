@@ -27,9 +27,11 @@ Kind = Literal["run", "repeat", "lesion", "sweep", "runs"]
 
 
 def provenance(inputs: Sequence[str | Path], command: list[str] | None = None) -> Provenance:
-    from daybreak.measure.system import system_info
+    """What an analysis read and where: the machine that analysed (an analysis of records imports no torch, so
+    its accelerators are not probed: daybreak.measure.system.host_info)."""
+    from daybreak.measure.system import host_info
 
-    return Provenance(command=list(command or []), inputs=[str(p) for p in inputs], system=system_info())
+    return Provenance(command=list(command or []), inputs=[str(p) for p in inputs], system=host_info())
 
 
 def _kind_of_json(path: Path) -> str | None:

@@ -27,11 +27,11 @@ import torch
 from daybreak.data.base import TaskData, task_data_dir
 from daybreak.data.download import OfficialFile, ensure_files
 from daybreak.data.squad_features import (
-    DEFAULT_DOC_STRIDE, DEFAULT_MAX_ANSWER_LEN, DEFAULT_MAX_QUERY_LEN, DEFAULT_MAX_SEQ_LEN, DEFAULT_N_BEST, Features,
+    DEFAULT_DOC_STRIDE, DEFAULT_MAX_ANSWER_LEN, DEFAULT_MAX_QUERY_LEN, DEFAULT_N_BEST, Features,
     SpanSettings, WindowConfig, answers_from_spans, best_spans, featurize, score_answers,
 )
 from daybreak.data.squad_reader import TASK, SquadSplit, read_squad_file, tokenize_split
-from daybreak.data.wordpiece import WordPieceTokenizer
+from daybreak.data.wordpiece import DEFAULT_MAX_SEQ_LEN, WordPieceTokenizer
 from daybreak.errors import ConfigError, DataError
 
 TRAIN_FILE = "train-v1.1.json"

@@ -24,10 +24,9 @@ import torch
 
 from daybreak.data.squad_eval import score_answer
 from daybreak.data.squad_reader import SquadSplit, answer_token_span
-from daybreak.data.wordpiece import WordPieceTokenizer
+from daybreak.data.wordpiece import DEFAULT_MAX_SEQ_LEN, WordPieceTokenizer
 from daybreak.errors import ConfigError
 
-DEFAULT_MAX_SEQ_LEN = 384
 DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_QUERY_LEN = 64
 DEFAULT_MAX_ANSWER_LEN = 30

@@ -33,6 +33,10 @@ from typing import Iterable
 
 from daybreak.errors import DataError
 
+# the tokens of one window of a BERT model's input (question, context and the special tokens): SQuAD's input shape
+# (its task file) and its features' default (daybreak.data.squad_features); here, where importing it costs nothing
+DEFAULT_MAX_SEQ_LEN = 384
+
 UNK, CLS, SEP, PAD = "[UNK]", "[CLS]", "[SEP]", "[PAD]"
 REQUIRED_SPECIALS = (PAD, UNK, CLS, SEP)
 MAX_CHARS_PER_WORD = 100

@@ -156,6 +156,10 @@ def _parts(args: argparse.Namespace, command: str, **extra: Any
 
 
 def cmd_repeat(args: argparse.Namespace) -> int:
+    if getattr(args, "task", None) and not getattr(args, "recipe", None):  # an unknown task: one line, before torch
+        from daybreak.tasks import get_task
+
+        get_task(args.task)
     from daybreak.analysis.repeat import format_repeat
     from daybreak.experiments.commands import repeat
 
@@ -213,6 +217,10 @@ def cmd_lesion(args: argparse.Namespace) -> int:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    if getattr(args, "task", None) and not getattr(args, "recipe", None):  # an unknown task: one line, before torch
+        from daybreak.tasks import get_task
+
+        get_task(args.task)
     from daybreak.config import RunConfig
     from daybreak.experiments.commands import ab, arm_options, recipe_at_commit
     from daybreak.executors import ExecutorOptions

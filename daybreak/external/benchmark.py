@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from daybreak.errors import ConfigError
-from daybreak.external.mllog_analysis import mlperf_verdict
+from daybreak.external.mllog_analysis import mlperf_verdict, target_fits
 from daybreak.external.mllog_reader import BadLine, MllogEvent, log_info
 from daybreak.metrics import Metric
 from daybreak.mlperf_benchmarks import (
@@ -144,15 +144,45 @@ def _round_goal(name: str, round_: str, gbs: int | None) -> Goal:
 def _round_by_verdict(events: Sequence[MllogEvent], name: str, rounds: Sequence[str],
                       gbs: int | None, malformed: Sequence[BadLine]) -> tuple[str, str]:
     """The latest round with ``name`` when MLPerf's verdict on the log is the same under every such round's
-    rules; otherwise a ConfigError saying how they differ."""
+    rules; otherwise a ConfigError saying how they differ, and which rounds' targets fit the log (``round_hint``)."""
     verdicts = {r: mlperf_verdict(events, _round_goal(name, r, gbs), r, malformed) for r in rounds}
     outcomes: dict[tuple[bool, float | None], list[str]] = {}
     for r, v in verdicts.items():
         outcomes.setdefault((v.reached, v.time_s), []).append(r)
     if len(outcomes) == 1:
         return rounds[-1], f"not given: the latest round with {name}"
-    said = "; ".join(f"{_spans(rs)}: " + (f"reached, {key[1]:.3f} s" if key[0] else
-                                           f"not reached ({verdicts[rs[0]].reason})")
+    said = "; ".join(f"{round_list(rs)}: " + (f"reached, {key[1]:.3f} s" if key[0] else
+                                              f"not reached ({verdicts[rs[0]].reason})")
                      for key, rs in outcomes.items())
-    raise ConfigError(f"the log of {name} names no round, and the rounds' rules disagree on it ({said}): give "
-                      "--round (e.g. --round " + rounds[-1] + ")")
+    raise ConfigError(f"the log of {name} names no round, and the rounds' rules disagree on it ({said}): "
+                      + round_hint(events, name, rounds, gbs))
+
+
+def fitting_rounds(events: Sequence[MllogEvent], name: str, rounds: Sequence[str], gbs: int | None) -> list[str]:
+    """The rounds of ``rounds`` whose target for ``name`` fits the log's evaluations (``target_fits``: met, and
+    where the run stopped)."""
+    return [r for r in rounds if target_fits(events, _round_goal(name, r, gbs))]
+
+
+def round_hint(events: Sequence[MllogEvent], name: str, rounds: Sequence[str], gbs: int | None) -> str:
+    """'give --round ...', naming only the rounds whose table rows fit the log's benchmark and target, or saying
+    that daybreak cannot tell."""
+    fitting = fitting_rounds(events, name, rounds, gbs)
+    if not fitting:
+        return ("give --round: daybreak cannot tell which round's rules apply (no round's target fits where the "
+                f"run's evaluations stopped; {name} ran in {round_list(rounds)})")
+    labels = list(dict.fromkeys(_round_goal(name, r, gbs).label for r in fitting))
+    return (f"give --round {fitting[-1]}" if len(fitting) == 1 else f"give --round, one of {round_list(fitting)}") \
+        + f" (the round{'s' if len(fitting) > 1 else ''} whose target, {' or '.join(labels)}, fits where the " \
+          "run's evaluations stopped)"
+
+
+def round_list(rounds: Sequence[str]) -> str:
+    """'v0.7 to v1.1', 'v3.1', 'v0.7, v2.0 to v2.1': consecutive rounds of the table as spans."""
+    spans: list[list[str]] = []
+    for r in rounds:
+        if spans and ROUNDS.index(r) == ROUNDS.index(spans[-1][-1]) + 1:
+            spans[-1].append(r)
+        else:
+            spans.append([r])
+    return ", ".join(_spans(s) for s in spans)

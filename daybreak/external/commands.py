@@ -56,6 +56,7 @@ examples:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
+    from daybreak.mlperf_benchmarks import rounds_text
     from daybreak.options import add_flags
 
     p = sub.add_parser(
@@ -78,9 +79,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="a daybreak task's eval_accuracy values (default: auto, which reads a log as percent when any "
                         "value is above 1); an MLPerf benchmark's unit is its definition's")
     p.add_argument("--round", metavar="vX.Y",
-                   help="with --log of an MLPerf benchmark: the MLPerf Training round whose rules apply (default: the "
-                        "log's training_results_v<round> folder, else every round with the benchmark when they agree "
-                        "on the log)")
+                   help=f"with --log of an MLPerf benchmark: the MLPerf Training round whose rules apply "
+                        f"({rounds_text()}; default: the log's training_results_v<round> folder, else every round with "
+                        "the benchmark when they agree on the log)")
     p.add_argument("--log", type=Path, metavar="FILE",
                    help="compute the record from an existing mllog file instead of running a program")
     p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
@@ -93,8 +94,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=help_of("check-mllog"),
         description=CHECK_DESCRIPTION, formatter_class=_Formatter)
     c.add_argument("path", type=Path, metavar="RUN_OR_LOG", help="a run directory (its mllog.log) or an mllog file")
-    c.add_argument("--round", metavar="vX.Y", help="an MLPerf benchmark's log: the round whose rules apply (default: "
-                                                   "the log's training_results_v<round> folder, else the latest)")
+    c.add_argument("--round", metavar="vX.Y",
+                   help=f"an MLPerf benchmark's log: the round whose rules apply ({rounds_text()}; default: the "
+                        "log's training_results_v<round> folder, else the latest whose target fits the log)")
     c.add_argument("--ruleset", metavar="X.Y.Z",
                    help="the mlperf-logging training ruleset to check against (default: the round's; daybreak's "
                         "tasks: the newest the installed mlperf-logging has)")
@@ -105,12 +107,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(func=cmd_check_mllog)
 
 
-CHECK_DESCRIPTION = """Run mlperf-logging's compliance checker (the one MLPerf's result summarizer runs on every result file) on an
-mllog. A log of an MLPerf Training benchmark is checked by its round's own configuration (--round, else the log's
-training_results_v<round> folder, else the latest round with the benchmark). A `daybreak run`'s mllog names a
-daybreak task (submission_benchmark daybreak_<task>), which MLPerf's configs refuse: daybreak writes a checker
-configuration for its tasks (the round's common rules; the task's target, metric, batch size and seed from the task
-registry) and runs the same checker with it. Exit status: 0 the log passes, 1 it does not, 2 usage errors."""
+CHECK_DESCRIPTION = """\
+Run mlperf-logging's compliance checker (the one MLPerf's result summarizer runs on every result file) on an mllog.
+A log of an MLPerf Training benchmark is checked by its round's own configuration (--round, else the log's
+training_results_v<round> folder, else the latest round with the benchmark whose target fits the log). A `daybreak
+run`'s mllog names a daybreak task (submission_benchmark daybreak_<task>), which MLPerf's configs refuse: daybreak
+writes a checker configuration for its tasks (the round's common rules; the task's target, metric, batch size and
+seed from the task registry) and runs the same checker with it. Exit status: 0 the log passes, 1 it does not, 2
+usage errors."""
 
 
 def cmd_check_mllog(args: argparse.Namespace) -> int:
@@ -148,7 +152,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     from daybreak.options import values_for
     from daybreak.external.config import TimeConfig
     from daybreak.external.timer import time_command, time_log
-    from daybreak.train.runner import EXIT_CODES
+    from daybreak.records.run import EXIT_CODES
 
     command = list(args.program)
     if command and command[0] == "--":

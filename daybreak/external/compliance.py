@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from daybreak.errors import ConfigError, DataError
-from daybreak.external.benchmark import DAYBREAK_PREFIX, declared_benchmark, round_in_path
-from daybreak.external.mllog_reader import parse_log
+from daybreak.external.benchmark import (
+    DAYBREAK_PREFIX, declared_benchmark, fitting_rounds, round_in_path, round_list,
+)
+from daybreak.external.mllog_reader import log_info, parse_log
 from daybreak.mlperf_benchmarks import ROUNDS, normalize_round, rounds_of, ruleset
 from daybreak.records.mllog import MLLOG_FILE, C
 
@@ -175,7 +177,7 @@ def check_mllog(path: Path, *, round_option: str | None = None, ruleset_option: 
         raise ConfigError(f"--round {round_option!r}: give an MLPerf Training round, one of {', '.join(ROUNDS)}")
     log = log_of(path)
     try:
-        events, _ = parse_log(log.read_bytes(), any_value=True)
+        events, _ = parse_log(log.read_bytes(), mlperf=True)
     except OSError as e:
         raise DataError(f"{log}: cannot read it ({e.strerror or e})") from None
     name = declared_benchmark(events)
@@ -189,9 +191,12 @@ def check_mllog(path: Path, *, round_option: str | None = None, ruleset_option: 
         else:
             round_ = round_given or round_in_path(log)
             if round_ is None:
-                round_ = rounds_of(name)[-1]
-                notes.append(f"the log names no round: checked by the rules of {round_}, the latest with {name} "
-                             "(--round to choose)")
+                rounds = rounds_of(name)
+                fitting = fitting_rounds(events, name, rounds, log_info(events).global_batch_size)
+                round_ = (fitting or rounds)[-1]
+                notes.append(f"the log names no round: checked by the rules of {round_}, the latest with {name}"
+                             + (f" whose target fits where the run's evaluations stopped ({round_list(fitting)})"
+                                if fitting and fitting[-1] != rounds[-1] else "") + " (--round to choose)")
             rules = ruleset(round_)
             if rules not in known:
                 raise ConfigError(f"the installed mlperf-logging has no checker for MLPerf Training {round_} "

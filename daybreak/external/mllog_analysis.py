@@ -42,7 +42,7 @@ from typing import Any, Sequence
 from daybreak.errors import ConfigError
 from daybreak.external.mllog_clock import ClockCheck, Tolerance, check_clock
 from daybreak.external.mllog_reader import (
-    AccuracyUnit, BadLine, Declared, MllogEvent, as_number, log_info, log_is_percent, quality_values,
+    AccuracyUnit, BadLine, Declared, MllogEvent, as_number, is_number, log_info, log_is_percent, quality_values,
 )
 from daybreak.metrics import TOP1, Metric
 from daybreak.mlperf_benchmarks import Goal, init_limit
@@ -334,10 +334,12 @@ def analyze(events: Sequence[MllogEvent], *, target: float, rules: str = DEFAULT
         raw = values[goal.headline.part]
         epoch, epoch_known, samples = _epoch(e, info, k)
         bs = info.global_batch_size
+        step_num = as_number(e.metadata.get(C.STEP_NUM))
         evaluations.append(Evaluation(
             index=k, accuracy=raw / 100.0 if percent else raw, raw_value=raw, time_ms=e.time_ms, end_ms=end_ms,
             elapsed_s=clock_s[headline], eval_s=max(cover - prev_cover, 0.0) / 1000.0, epoch=epoch,
-            epoch_known=epoch_known, step=int(samples // bs) if samples is not None and bs else None,
+            epoch_known=epoch_known, step=int(samples // bs) if samples is not None and bs else
+            (int(step_num) if step_num is not None else None),
             samples_count=samples, lineno=e.lineno, wall=e.wall, clock_s=clock_s,
             values={p: (v / 100.0 if percent else v) for p, v in values.items()},
             after_stop=max(run[i].time_ms for i, _ in members) > stop_time_ms))
@@ -504,20 +506,28 @@ def _read(rules: RuleSet, timeline: list[Interval], at_s: float,
     return reported, reading
 
 
+# the metadata keys that number an evaluation, in the order a goal of several parts groups its records by when its
+# round's key (Goal.aggregate_by) is not there
+_EVAL_KEYS = (C.SAMPLES_COUNT, C.EPOCH_NUM, C.STEP_NUM)
+
+
 def _group_evaluations(run: Sequence[MllogEvent], accuracy_events: list[tuple[int, int | None]],
                        goal: Goal) -> list[tuple[list[tuple[int, int | None]], dict[str | None, float]]]:
-    """The evaluations of a run: (its eval_accuracy records, the goal's values they hold). A one-metric goal: each
-    record is one evaluation. A goal of several parts: the records of one ``samples_count`` (else ``epoch_num``,
-    else consecutive records) make one evaluation once every part is there, as MLPerf's checker aggregates Stable
-    Diffusion's FID and CLIP; a record holding none of the parts is not an evaluation."""
+    """The evaluations of a run on its timeline: (its eval_accuracy records, the goal's values they hold), in the
+    order they complete. A one-metric goal: each record is one evaluation. A goal of several parts: the records of
+    one value of the round's key (``goal.aggregate_by``: Stable Diffusion's step_num in v3.1, samples_count from
+    v4.0; where a record lacks it, its samples_count, epoch_num or step_num, else consecutive records) make one
+    evaluation once every part is there, as MLPerf's checker aggregates Stable Diffusion's FID and CLIP (NVIDIA's
+    v3.1 logs every FID before every CLIP); a record holding none of the parts is not an evaluation."""
     out: list[tuple[list[tuple[int, int | None]], dict[str | None, float]]] = []
     pending: dict[Any, tuple[list[tuple[int, int | None]], dict[str | None, float]]] = {}
+    keys = (goal.aggregate_by, *_EVAL_KEYS) if goal.aggregate_by else _EVAL_KEYS
     for i, owner in accuracy_events:
         values = quality_values(run[i], goal.parts)
         if not values:
             continue
         md = run[i].metadata
-        step = md.get(C.SAMPLES_COUNT, md.get(C.EPOCH_NUM))
+        step = next((md[k] for k in keys if k in md), None)
         key = step if isinstance(step, (int, float)) and not isinstance(step, bool) else None
         members, got = pending.setdefault(key, ([], {}))
         members.append((i, owner))
@@ -525,6 +535,73 @@ def _group_evaluations(run: Sequence[MllogEvent], accuracy_events: list[tuple[in
         if all(p in got for p in goal.parts):
             out.append(pending.pop(key))
     return out
+
+
+def checker_evaluations(events: Sequence[MllogEvent], goal: Goal) -> tuple[list[dict[str | None, float]], str]:
+    """The evaluations MLPerf's compliance checker holds against the target (its ATLEAST_ONE_CHECK), each as the
+    goal's values, and why it cannot judge the log ("" when it can). Every eval_accuracy record of the log counts,
+    wherever it is timed. A goal aggregated by a key (Stable Diffusion): the records that name their ``metric``,
+    one evaluation per value of the key, a later record of a part replacing an earlier one (the checker's BEGIN
+    block); each must hold every part. Otherwise each record is one evaluation, which must hold every part as a
+    number (the checker's test of the target fails on anything else)."""
+    out: list[dict[str | None, float]] = []
+    parts = " and ".join(str(p) for p in goal.parts)
+    key = goal.aggregate_by
+    if key is None:
+        for e in events:
+            if e.key != C.EVAL_ACCURACY:
+                continue
+            held = quality_values(e, goal.parts)
+            if not all(p in held for p in goal.parts):
+                return out, (f"eval_accuracy at line {e.lineno} is {_short(e.value)}, which MLPerf's checker cannot "
+                             f"compare with the target {goal.label} (its compliance check stops there)")
+            out.append(held)
+        return out, ""
+    aggregated: dict[Any, dict[str, Any]] = {}
+    for e in events:
+        if e.key != C.EVAL_ACCURACY or "metric" not in e.metadata:
+            continue
+        step = e.metadata.get(key)
+        if key not in e.metadata or not isinstance(step, (str, int, float, bool, type(None))):
+            has = f"carries no {key}" if key not in e.metadata else f"has a {key} of {_short(step)}"
+            return out, (f"eval_accuracy at line {e.lineno} ({e.metadata['metric']}) {has}, by which MLPerf's "
+                         f"checker of this round aggregates {parts} (its compliance check stops there)")
+        aggregated.setdefault(step, {})[str(e.metadata["metric"])] = e.value
+    for step, got in aggregated.items():
+        values: dict[str | None, float] = {p: float(got[p]) for p in goal.parts
+                                           if p is not None and p in got and is_number(got[p])}
+        missing = [str(p) for p in goal.parts if p not in values]
+        if missing:
+            return out, (f"the evaluation of {key} {step} has no number for {' and '.join(missing)}: MLPerf's checker "
+                         f"requires {parts} in every evaluation it aggregates")
+        out.append(values)
+    return out, ""
+
+
+def target_fits(events: Sequence[MllogEvent], goal: Goal) -> bool:
+    """Whether a log's evaluations fit ``goal`` (which round a log names none of): some evaluation MLPerf's checker
+    judges meets it, and the run stopped at it: no evaluation inside the run (between run_start and run_stop,
+    timed by then) came after the first that met it, as an MLPerf run stops at its target (one that went on was
+    aiming at a stricter one). Evaluations all made after the clock stopped (Stable Diffusion's offline ones) are
+    held to the first condition only."""
+    judged, unjudged = checker_evaluations(events, goal)
+    if unjudged or not any(goal.met(values) for values in judged):
+        return False
+    start = next((i for i, e in enumerate(events) if e.key == C.RUN_START), None)
+    if start is None:
+        return True
+    stop = next((e for e in events[start + 1:] if e.key == C.RUN_STOP), None)
+    inside = [e for e in events[start + 1:] if e.key == C.EVAL_ACCURACY
+              and (stop is None or (e.lineno < stop.lineno and e.time_ms <= stop.time_ms))]
+    if goal.aggregate_by is not None:
+        return True
+    met = [goal.met(quality_values(e, goal.parts)) for e in inside]
+    return not any(met) or met.index(True) == len(met) - 1
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
@@ -541,8 +618,8 @@ def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
     stop = next((i for i, e in enumerate(events) if e.key == C.INIT_STOP), None)
     starts = [e.time_ms for e in events[:stop] if e.key == C.INIT_START] if stop is not None else []
     init_ms = events[stop].time_ms - min(starts) if starts and stop is not None else None
-    accuracy: list[tuple[int, int | None]] = [(i, None) for i, e in enumerate(events) if e.key == C.EVAL_ACCURACY]
-    target_met = any(goal.met(values) for _, values in _group_evaluations(events, accuracy, goal))
+    judged, unjudged = checker_evaluations(events, goal)
+    target_met = not unjudged and any(goal.met(values) for values in judged)
     status = run_stop.metadata.get(C.STATUS) if run_stop is not None else None
     reason = "the log has no run_start" if run_start is None else ""
     if not reason and malformed:
@@ -558,6 +635,8 @@ def mlperf_verdict(events: Sequence[MllogEvent], goal: Goal, round_: str,
         reason = (f"its initialization took {init_ms / 60000:.1f} minutes (first init_start to init_stop), not less than "
                   f"the {limit.text} MLPerf Training {round_} allows in the {division} division: MLPerf's compliance "
                   "checker rejects the run and its summarizer counts it as not converged")
+    elif not reason and unjudged:
+        reason = unjudged
     elif not reason and division != C.OPEN and not target_met:
         reason = f"no evaluation in the log met the target {goal.label}"
     reached = not reason

@@ -7,24 +7,36 @@ stream for the target. What the events add up
 to is daybreak.external.mllog_analysis (``analyze``), the clock cross-check daybreak.external.mllog_clock and the
 run's status daybreak.external.mllog_verdict (``verdict``).
 
-For daybreak's own tasks, accuracy values may be fractions or percents: with ``unit="auto"`` a log whose
-``eval_accuracy`` values include one above 1 is read as percent throughout, otherwise as fractions. An MLPerf
-benchmark's log is read with ``any_value=True``: its ``eval_accuracy`` is whatever its metric is (a loss, a log
-perplexity, an FID, or an object of two mAPs), in the unit its definition gives (daybreak.mlperf_benchmarks), never
-converted.
+Two readings of a line, one per kind of log:
+
+* an MLPerf benchmark's log (``mlperf=True``) is read as mlperf-logging's parser reads it
+  (``compliance_checker/mlp_parser``, the same from ruleset 0.7.0 to 6.1.0): a line holds at most one record, the
+  JSON after its last ``:::MLLOG `` token (a carriage return also ends a line, as in the text file mlperf-logging
+  opens); the record is malformed where that parser fails on it: not one JSON object, a field of ``key``,
+  ``value``, ``metadata`` or ``time_ms`` missing, a ``time_ms`` that is not a number (daybreak also refuses one
+  that is not finite, which no clock can read). Anything else is a record, whatever its ``metadata`` holds
+  (``"metadata": ""`` in NVIDIA's HugeCTR logs carries no metadata, and is no error) or its ``key`` is (one that is
+  not a string matches nothing, as in MLPerf's checker). Its ``eval_accuracy`` is whatever the benchmark's metric is
+  (a loss, a log perplexity, an FID, or an object of two mAPs), in the unit its definition gives
+  (daybreak.mlperf_benchmarks), never converted; one that is no number stays a record the target cannot be
+  compared with (MLPerf's verdict then says so).
+* any other log (daybreak's own tasks, a program timed live) is read leniently: every ``:::MLLOG`` record in a line
+  wherever it starts, ``value`` and ``metadata`` optional (a metadata that is not an object carries none, as
+  above), ``time_ms`` a number or a string of one; an ``eval_accuracy`` must be a number in [0, 100]. With
+  ``unit="auto"`` a log whose ``eval_accuracy`` values include one above 1 is read as percent throughout,
+  otherwise as fractions.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-from mlperf_logging.mllog import constants as C
-
 from daybreak.metrics import TOP1, Metric
-from daybreak.records.mllog import CHECKPOINT_START, CHECKPOINT_STOP, SUBMISSION_FRAMEWORK
+from daybreak.records.mllog import CHECKPOINT_START, CHECKPOINT_STOP, SUBMISSION_FRAMEWORK, C
 
 TOKEN = ":::MLLOG"
 _DECODER = json.JSONDecoder()
@@ -64,14 +76,16 @@ class BadLine:
 
 
 def parse_line(line: str, lineno: int, wall: float | None = None, *,
-               any_value: bool = False) -> tuple[list[MllogEvent], list[BadLine]]:
-    """Every ``:::MLLOG {json}`` record in one line of output, wherever it starts (as mlperf's parser allows).
+               mlperf: bool = False) -> tuple[list[MllogEvent], list[BadLine]]:
+    """The ``:::MLLOG {json}`` records of one line of output (the module's docstring: with ``mlperf``, as
+    mlperf-logging's parser reads them; otherwise every record, wherever it starts).
 
-    A record that is not a JSON object with a string ``key`` and a numeric ``time_ms``, has text after its JSON,
-    or is an ``eval_accuracy`` whose value is not a number in [0, 100], is reported as a ``BadLine``. With
-    ``any_value`` (an MLPerf benchmark's log) an ``eval_accuracy`` may be any finite number, or an object of finite
-    numbers (Mask R-CNN's ``{"BBOX": ..., "SEGM": ...}``).
+    Without ``mlperf``, a record that is not a JSON object with a string ``key`` and a numeric ``time_ms``, has text
+    after its JSON, or is an ``eval_accuracy`` whose value is not a number in [0, 100], is reported as a ``BadLine``;
+    a ``metadata`` that is not an object carries none, as mlperf-logging's parser allows.
     """
+    if mlperf:
+        return _parse_mlperf(line, lineno, wall)
     events: list[MllogEvent] = []
     bad: list[BadLine] = []
     pos = line.find(TOKEN)
@@ -92,7 +106,7 @@ def parse_line(line: str, lineno: int, wall: float | None = None, *,
         if trailing.strip():
             bad.append(BadLine(lineno, "text after the JSON record", line.strip()))
         else:
-            event, reason = _event(obj, lineno, text, wall, any_value)
+            event, reason = _event(obj, lineno, text, wall, False)
             if event is not None:
                 events.append(event)
             else:
@@ -101,7 +115,44 @@ def parse_line(line: str, lineno: int, wall: float | None = None, *,
     return events, bad
 
 
-def parse_log(data: bytes, *, any_value: bool = False) -> tuple[list[MllogEvent], list[BadLine]]:
+# mlperf-logging's parser: a record is the rest of the line after the line's last "':::MLLOG '" (its regular
+# expression ".*:::MLLOG " is greedy), read with json.loads; it needs these fields (a missing one is a KeyError)
+MLPERF_TOKEN = TOKEN + " "
+MLPERF_FIELDS = ("time_ms", "key", "value", "metadata")
+_LINE_ENDS = re.compile(r"\r\n?")
+
+
+def _parse_mlperf(line: str, lineno: int, wall: float | None) -> tuple[list[MllogEvent], list[BadLine]]:
+    events: list[MllogEvent] = []
+    bad: list[BadLine] = []
+    for segment in _LINE_ENDS.split(line) if "\r" in line else (line,):
+        pos = segment.rfind(MLPERF_TOKEN)
+        if pos == -1:
+            continue
+        text = segment[pos:].strip()
+        try:
+            obj = json.loads(text[len(MLPERF_TOKEN):])
+        except json.JSONDecodeError as e:
+            reason = "text after the JSON record" if e.msg == "Extra data" else f"invalid JSON ({e.msg})"
+            bad.append(BadLine(lineno, reason, segment.strip()))
+            continue
+        if not isinstance(obj, dict):
+            bad.append(BadLine(lineno, "not a JSON object", segment.strip()))
+            continue
+        missing = [f for f in MLPERF_FIELDS if f not in obj]
+        if missing:
+            bad.append(BadLine(lineno, f"no {missing[0]!r} field (mlperf-logging's parser needs "
+                                       f"{', '.join(MLPERF_FIELDS)} in every record)", segment.strip()))
+            continue
+        event, reason = _event(obj, lineno, text, wall, True)
+        if event is not None:
+            events.append(event)
+        elif reason:
+            bad.append(BadLine(lineno, reason, segment.strip()))
+    return events, bad
+
+
+def parse_log(data: bytes, *, mlperf: bool = False) -> tuple[list[MllogEvent], list[BadLine]]:
     """Every record of a whole log file (``parse_line`` on each line, numbered from 1; the bytes are read as UTF-8,
     an undecodable byte as U+FFFD): what `daybreak time --log` and `daybreak leaderboard import-mlperf` read."""
     events: list[MllogEvent] = []
@@ -109,8 +160,11 @@ def parse_log(data: bytes, *, any_value: bool = False) -> tuple[list[MllogEvent]
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    token = TOKEN.encode()
     for n, raw in enumerate(lines, start=1):
-        e, b = parse_line(raw.decode("utf-8", errors="replace"), n, any_value=any_value)
+        if token not in raw:  # most lines of a long log carry no record
+            continue
+        e, b = parse_line(raw.decode("utf-8", errors="replace"), n, mlperf=mlperf)
         events.extend(e)
         bad.extend(b)
     return events, bad
@@ -131,25 +185,24 @@ def as_number(x: Any) -> float | None:
     return None
 
 
-def _event(obj: Any, lineno: int, text: str, wall: float | None, any_value: bool) -> tuple[MllogEvent | None, str]:
+def _event(obj: Any, lineno: int, text: str, wall: float | None, mlperf: bool) -> tuple[MllogEvent | None, str]:
+    """One record from its JSON object: (the event, "") or (None, why it is malformed); (None, "") for a record of
+    an MLPerf log that is no event daybreak reads (a key that is not a string)."""
     if not isinstance(obj, dict):
         return None, "not a JSON object"
     key = obj.get("key")
     if not isinstance(key, str) or not key:
-        return None, "no string 'key'"
+        return None, "" if mlperf else "no string 'key'"
     time_ms = as_number(obj.get("time_ms"))
     if time_ms is None:
-        return None, f"'time_ms' is not a number ({obj.get('time_ms')!r})"
+        return None, f"'time_ms' is not a {'finite ' if mlperf else ''}number ({obj.get('time_ms')!r})"
     metadata = obj.get("metadata")
-    if metadata is None:
-        metadata = {}
     if not isinstance(metadata, dict):
-        return None, "'metadata' is not an object"
+        metadata = {}  # mlperf-logging's parser takes any metadata; "" (HugeCTR's header records) carries none
     value = obj.get("value")
-    if key == C.EVAL_ACCURACY and any_value:
-        value = _quality_value(value)
-        if value is None:
-            return None, f"eval_accuracy value {obj.get('value')!r} is not a number (or an object of numbers)"
+    if key == C.EVAL_ACCURACY and mlperf:
+        number = _quality_value(value)
+        value = value if number is None else number  # no number: kept as logged; MLPerf's verdict says so
     elif key == C.EVAL_ACCURACY:
         v = as_number(value) if not isinstance(value, str) else None
         if v is None or not 0.0 <= v <= 100.0:
@@ -161,6 +214,11 @@ def _event(obj: Any, lineno: int, text: str, wall: float | None, any_value: bool
                       event_type=event_type if isinstance(event_type, str) else C.POINT_IN_TIME,
                       metadata=metadata, namespace=namespace if isinstance(namespace, str) else "",
                       lineno=lineno, text=text, wall=wall), ""
+
+
+def is_number(value: Any) -> bool:
+    """A JSON number that is finite (not a bool, not a string)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _quality_value(value: Any) -> float | dict[str, float] | None:
@@ -177,7 +235,9 @@ def quality_values(event: MllogEvent, parts: Sequence[str | None]) -> dict[str |
     or the parts of an object value (Mask R-CNN's one record of both mAPs)."""
     value = event.value
     if isinstance(value, dict):
-        return {p: float(value[p]) for p in parts if p in value}
+        return {p: float(value[p]) for p in parts if p in value and is_number(value[p])}
+    if not is_number(value):  # an MLPerf log's eval_accuracy that is no number (kept as logged)
+        return {}
     if tuple(parts) == (None,):
         return {None: float(value)}
     named = event.metadata.get("metric")

@@ -14,7 +14,7 @@ from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_analysis import Analysis
 from daybreak.external.mllog_reader import BadLine
 from daybreak.external.mllog_verdict import ProgramEnd, verdict
-from daybreak.measure.system import SystemInfo, system_info
+from daybreak.measure.system import SystemInfo, host_info
 from daybreak.mlperf_benchmarks import ruleset
 from daybreak.pricing import cost_usd
 from daybreak.records.mllog import C
@@ -192,7 +192,7 @@ class ExternalRecorder:
             r.system = r.system.model_copy(update={"declared_fields": declared})
             return
         if r.analyzed_on is None:
-            r.analyzed_on = system_info()
+            r.analyzed_on = host_info()
         platform = declared.get(C.SUBMISSION_PLATFORM)
         hardware = platform.strip() if isinstance(platform, str) and platform.strip() else None
         r.system = SystemInfo.declared(hardware, framework=a.framework, fields=declared)

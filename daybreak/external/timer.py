@@ -36,7 +36,7 @@ from daybreak.external.mllog_reader import ACCURACY_UNITS, BadLine, MllogEvent, 
 from daybreak.external.config import TimeConfig
 from daybreak.external.mllog_verdict import ProgramEnd, describe_exit
 from daybreak.external.recorder import ExternalRecorder
-from daybreak.measure.system import SystemInfo, system_info
+from daybreak.measure.system import SystemInfo, host_info, system_info
 from daybreak.metrics import get_metric
 from daybreak.mlperf_benchmarks import Goal
 from daybreak.pricing import resolve_price
@@ -120,7 +120,7 @@ def _prepare(config: TimeConfig, mode: str, started_at: datetime,
         energy=EnergyRecord(unavailable={kind: EXTERNAL_ENERGY for kind in ("gpu", "cpu_package", "dram")}),
         # live: the program runs on this machine; --log: on whatever the log declares (filled in by ``apply``)
         system=system_info() if mode == "command" else SystemInfo.declared(None),
-        analyzed_on=None if mode == "command" else system_info(),
+        analyzed_on=None if mode == "command" else host_info(),
         data_source="external program" if mode == "command" else f"mllog file {config.log}",
         started_at=started_at,
         command=list(config.command) if mode == "command" else list(config.invocation),
@@ -137,11 +137,12 @@ def time_log(config: TimeConfig) -> RunResult:
         data = path.read_bytes()
     except OSError as err:
         raise DataError(f"--log {path}: cannot read it ({err.strerror or err})") from None
-    events, bad = parse_log(data, any_value=True)
+    events, bad = parse_log(data)  # what the log declares (its submission_benchmark), read leniently
     if not events and not bad:
         raise DataError(f"--log {path}: no :::MLLOG records in it")
     task = task_of_log(events, config.task)
-    if task is None:  # a log of an MLPerf benchmark: its metric, unit and target come from the table
+    if task is None:  # a log of an MLPerf benchmark: read as mlperf-logging reads it; the table gives its target
+        events, bad = parse_log(data, mlperf=True)
         against = mlperf_target(events, declared_benchmark(events) or "", config.round, path, bad)
         assert against.benchmark is not None  # (an MLPerf benchmark's target names it)
         if config.target is not None:
@@ -157,7 +158,6 @@ def time_log(config: TimeConfig) -> RunResult:
         if config.round is not None:
             raise ConfigError(f"--round applies to a log of an MLPerf Training benchmark; this one is of daybreak "
                               f"task {task!r}")
-        events, bad = parse_log(data)  # a daybreak task's accuracy: a fraction or a percent in [0, 100]
         against = task_target(task, config.target)
         unit = config.unit
     started_at = _from_ms(min((e.time_ms for e in events), default=None)) or datetime.now(timezone.utc)

@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_infer(args: argparse.Namespace) -> int:
     from daybreak.config import RunConfig
-    from daybreak.infer.latency import EXIT_INVALID, InferConfig, infer
+    from daybreak.infer.config import InferConfig, check_flags
+    from daybreak.infer.run_data import model_run
     from daybreak.options import values_for
 
     shared = values_for(RunConfig, args, "infer")
@@ -64,6 +65,10 @@ def cmd_infer(args: argparse.Namespace) -> int:
         command=["daybreak", *_argv(args)],
     )
     args.quiet = quiet
+    check_flags(config)  # the flags and the run directory are checked before torch is imported
+    model_run(config.run_dir)
+    from daybreak.infer.latency import EXIT_INVALID, infer
+
     result = infer(config)
     if args.json:
         print(result.model_dump_json(indent=2))

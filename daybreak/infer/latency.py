@@ -36,6 +36,7 @@ from torch import nn
 
 from daybreak.config import compile_mode
 from daybreak.errors import ConfigError, DaybreakError, RecordError
+from daybreak.infer.config import InferConfig as InferConfig, check_flags
 from daybreak.infer.defaults import DEFAULT_BATCH_SIZE, DEFAULT_REPEATS, DEFAULT_WARMUP
 from daybreak.measure.device import amp_dtype, resolve_amp, select_device, set_threads, synchronize
 from daybreak.metrics import get_metric
@@ -171,19 +172,12 @@ def load_for_inference(run_dir: str | Path, *, device: str | torch.device = "aut
 
     ``data_dir`` None: the data the run itself read (see daybreak.infer.run_data), with the run's own
     --allow-custom-data; else that folder, custom files there needing ``allow_custom_data``."""
-    from daybreak.infer.run_data import choose_data
+    from daybreak.infer.run_data import choose_data, model_run
     from daybreak.recipes import get_recipe
     from daybreak.tasks import get_task
 
     run_dir = Path(run_dir)
-    if not run_dir.exists():
-        raise RecordError(f"{run_dir}: no such run directory")
-    if not run_dir.is_dir():
-        raise RecordError(f"{run_dir}: not a directory; give a run directory (made by `daybreak run`)")
-    result = RunResult.load(run_dir)
-    if result.is_external:
-        raise RecordError(f"{run_dir}: a `daybreak time` record of an external program has no daybreak model or "
-                          "checkpoint to load; give a run directory made by `daybreak run`")
+    result = model_run(run_dir)
     try:
         task = get_task(result.task)
         recipe = get_recipe(result.recipe)
@@ -429,32 +423,6 @@ def measure_throughput(loaded: LoadedRun, *, batch_size: int = DEFAULT_BATCH_SIZ
 # --- the whole command -----------------------------------------------------------------------------------
 
 
-@dataclass
-class InferConfig:
-    run_dir: Path
-    device: str = "auto"
-    amp: str = "auto"
-    compile: str = "off"  # off | default | reduce-overhead | max-autotune (True/False accepted)
-    threads: int | None = None
-    warmup: int = DEFAULT_WARMUP
-    batch_size: int = DEFAULT_BATCH_SIZE
-    throughput_repeats: int = DEFAULT_REPEATS  # 0: skip the throughput measurement
-    cost_per_hour: float | None = None
-    instance: str | None = None
-    price_file: Path | None = None
-    backend: str = "daybreak"  # or "loadgen": also run MLCommons LoadGen's SingleStream + Offline
-    loadgen_min_queries: int = 1024
-    loadgen_min_duration_s: float = 0.0
-    data_dir: Path | None = None
-    download: bool = True
-    allow_custom_data: bool = False
-    progress: bool = False  # tqdm bars on stderr (the CLI enables them on a terminal only)
-    energy: bool = True  # read the energy counters at the timed loops' boundaries (where they exist)
-    idle_power_s: float = 2.0  # seconds of idle power sampled before the measurement (only where a counter exists)
-    write: bool = True  # write inference.json and dawnbench_inference.json into the run directory
-    command: list[str] = field(default_factory=list)
-
-
 class _Bar:
     def __init__(self, enabled: bool, total: int, desc: str, unit: str):
         self._bar = None
@@ -490,28 +458,11 @@ def infer(config: InferConfig) -> InferenceResult:
     wall0 = time.perf_counter_ns()
     created_at = datetime.now(timezone.utc)
     # --- flags first, before any work -------------------------------------------------------------------
-    if config.warmup < 0:
-        raise ConfigError(f"--warmup {config.warmup}: must be >= 0")
-    config.compile = compile_mode(config.compile)
-    if config.compile != "off" and config.warmup < 1:
-        raise ConfigError("--compile needs --warmup >= 1: compilation happens in the untimed warm-up queries")
-    if config.batch_size < 1:
-        raise ConfigError(f"--batch-size {config.batch_size}: must be >= 1")
-    if config.throughput_repeats < 0:
-        raise ConfigError(f"--throughput-repeats {config.throughput_repeats}: must be >= 0")
-    if not (isinstance(config.idle_power_s, (int, float)) and math.isfinite(config.idle_power_s)
-            and 0 <= config.idle_power_s <= 60):
-        raise ConfigError(f"--idle-power-seconds {config.idle_power_s}: must be in [0, 60]")
-    if config.backend not in ("daybreak", "loadgen"):
-        raise ConfigError(f"--backend {config.backend!r}: choose daybreak or loadgen")
+    check_flags(config)
     if config.backend == "loadgen":
         from daybreak.infer.loadgen import require_loadgen
 
         require_loadgen()
-        if config.loadgen_min_queries < 1:
-            raise ConfigError(f"--loadgen-min-queries {config.loadgen_min_queries}: must be >= 1")
-        if not config.loadgen_min_duration_s >= 0:
-            raise ConfigError(f"--loadgen-min-duration {config.loadgen_min_duration_s}: must be >= 0")
     price, instance, price_date = resolve_price(config.cost_per_hour, config.instance, config.price_file)
     set_threads(config.threads)
     device = select_device(config.device)

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from daybreak.errors import DataError
+from daybreak.errors import DataError, RecordError
 from daybreak.records.run import RunResult
 
 CUSTOM_DATA_FLAG = "--allow-custom-data"
@@ -92,3 +92,19 @@ def choose_data(result: RunResult, run_dir: Path, data_dir: Path | None, *, allo
         f"{result.task}: the run's data folder {recorded} (data_source in {where}) {what}; "
         f"pass {_flags(custom)} to read it from where it is now"
     )
+
+
+def model_run(run_dir: Path) -> RunResult:
+    """The record of a run directory whose model can be loaded (`daybreak infer`, `evaluate`): a one-line
+    RecordError for a path that is no directory, holds no record, or holds a `daybreak time` record (no model).
+    Reads the record only (no torch), so the commands check it before loading anything heavy."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise RecordError(f"{run_dir}: no such run directory")
+    if not run_dir.is_dir():
+        raise RecordError(f"{run_dir}: not a directory; give a run directory (made by `daybreak run`)")
+    result = RunResult.load(run_dir)
+    if result.is_external:
+        raise RecordError(f"{run_dir}: a `daybreak time` record of an external program has no daybreak model or "
+                          "checkpoint to load; give a run directory made by `daybreak run`")
+    return result

@@ -29,6 +29,7 @@ DB_EXISTING_HELP = DB_HELP + "; must exist (nothing is created: a missing one is
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from daybreak.config import RunConfig
     from daybreak.leaderboard.ranking.objectives import OBJECTIVES
+    from daybreak.mlperf_benchmarks import rounds_text
     from daybreak.options import add_dataclass_flags, add_flags
 
     p = sub.add_parser(
@@ -73,7 +74,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "twice.")
     m.add_argument("dir", type=Path, metavar="DIR")
     m.add_argument("--round", metavar="vX.Y",
-                   help="the round (v0.7 .. v5.1); default: from the folder's name, training_results_vX.Y")
+                   help=f"the round ({rounds_text()}); default: from the folder's name, training_results_vX.Y")
     m.add_argument("--db", metavar="URL", help=DB_HELP)
     m.add_argument("--json", action="store_true", help="print the import report as JSON")
     add_flags(m, RunConfig, "import")

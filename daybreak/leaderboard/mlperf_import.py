@@ -1,7 +1,7 @@
 """`daybreak leaderboard import-mlperf DIR`: a published MLPerf Training results tree -> scored leaderboard entries.
 
-The layout every round from v0.7 to v5.1 publishes (github.com/mlcommons/training_results_v<round>), and the only
-one read here::
+The layout every round of daybreak.mlperf_benchmarks.ROUNDS (v0.7 to v6.0) publishes
+(github.com/mlcommons/training_results_v<round>), and the only one read here::
 
     <submitter>/systems/<system>.json                         what the system is (division, status, hardware)
     <submitter>/results/<system>/<benchmark>/result_*.txt      one MLPerf log per run
@@ -34,7 +34,7 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -242,6 +242,52 @@ class SystemDesc:
     hardware: str
     framework: str
     name: str
+    framework_note: str = ""  # how the framework of a systems JSON that lists several was chosen
+
+
+def frameworks_listed(text: str) -> list[str]:
+    """The frameworks a systems JSON's ``framework`` lists, each as written, where it lists several that name
+    different frameworks daybreak knows ('NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09'); [] for a text
+    of one framework (a version, a toolkit or a CUDA release beside it is not another framework)."""
+    parts = [p.strip() for p in re.split(r"[,;]", text) if p.strip()]
+    named = [(p, framework_of(p)[0]) for p in parts]
+    known = [(p, name) for p, name in named if name.lower() in _FRAMEWORKS]
+    return [p for p, _ in known] if len({name for _, name in known}) > 1 else []
+
+
+def implementations(folder: "BenchmarkFolder") -> list[str]:
+    """The names of ``<submitter>/benchmarks/<benchmark>/implementations/*``: the code the submitter published for
+    the benchmark, one folder per implementation ('pytorch', 'mxnet', 'hugectr', 'primergy-cdi-A100x8-mxnet-ngc23.09')."""
+    where = folder.path.parents[2] / "benchmarks" / folder.path.name / "implementations"
+    try:
+        return sorted(p.name for p in where.iterdir() if _is_dir(p) and not os.path.islink(p))
+    except OSError:
+        return []
+
+
+def system_for_benchmark(system: SystemDesc, folder: "BenchmarkFolder") -> SystemDesc:
+    """``system`` with the framework of ``folder``'s benchmark: a systems JSON may list several frameworks (one per
+    benchmark the system ran); the one its benchmark's implementation folder names is the benchmark's. Where none
+    or several of them are named there, every one is kept, and the note says so: never silently the first."""
+    listed = frameworks_listed(system.framework)
+    if not listed:
+        return system
+    impl = implementations(folder)
+    where = f"benchmarks/{folder.path.name}/implementations/"
+    matching = [f for f in listed if any(framework_of(f)[0].lower() in i.lower() for i in impl)]
+    if len(matching) == 1:
+        name, version = framework_of(matching[0])
+        chosen = next(i for i in impl if name.lower() in i.lower())
+        note = (f"the systems JSON lists {len(listed)} frameworks ({system.framework}); {folder.path.name}'s is "
+                f"{matching[0]}, the one its implementation folder {where}{chosen} names")
+        return replace(system, framework=matching[0][:MAX_FIELD_CHARS], framework_note=note,
+                       system=replace(system.system, framework_name=name[:50], framework_version=version[:50]))
+    why = (f"its implementation folders ({', '.join(impl)}) name {len(matching)} of them" if impl else
+           f"the tree has no {where} folder to tell which {folder.path.name} used")
+    names = " / ".join(dict.fromkeys(framework_of(f)[0] for f in listed))
+    return replace(system, framework_note=f"the systems JSON lists {len(listed)} frameworks ({system.framework}) and "
+                                          f"{why}: all are kept", system=replace(system.system, framework_name=names[:50],
+                                                                                 framework_version=""))
 
 
 def read_system(path: Path) -> SystemDesc:
@@ -312,7 +358,7 @@ def read_run(path: Path, bench: Benchmark, round_: str) -> Run:
     ``judge`` needs."""
     data = _read(path, MAX_LOG_BYTES)
     run = Run(path.name, hashlib.sha256(data).hexdigest())
-    events, bad = parse_log(data, any_value=True)
+    events, bad = parse_log(data, mlperf=True)
     declared = next((e.value for e in events if e.key == "submission_division" and isinstance(e.value, str)), "")
     run.division = DIVISIONS.get(declared.strip().lower(), "")
     if bad:
@@ -421,7 +467,7 @@ def read_folder(folder: BenchmarkFolder, round_: str) -> tuple[Submission, list[
     used (a malformed log is reported and counted as a run that did not converge)."""
     bench = folder.benchmark
     what = str(folder.path)
-    system = read_system(folder.system_json)
+    system = system_for_benchmark(read_system(folder.system_json), folder)
     problems: list[Outcome] = []
     result_files: list[Path] = []
     ignored_dirs: list[str] = []
@@ -541,6 +587,8 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
                      f"{board.target_label}); the clock runs from run_start to run_stop, model initialization before "
                      f"run_start excluded (up to {init_limit_text(round_, division)}), evaluation included; "
                      f"{DAWNBENCH_CLOCK}")
+    if system.framework_note:
+        notes.append(system.framework_note)
     if not system.availability:
         notes.append(f"systems JSON status {system.status!r} is none of MLPerf's (available, preview, rdi)")
     if system.cloud:
@@ -587,12 +635,15 @@ def _submission(folder: BenchmarkFolder, round_: str, system: SystemDesc, divisi
 
 
 def _accuracy(a: Analysis | None) -> float:
-    """The representative run's value at the target (its first evaluation meeting it, offline ones included),
+    """The representative run's value at the target (its first evaluation meeting it, offline ones included: the
+    earliest checkpoint by its step where the records number them, as offline evaluations complete in any order),
     else its best, in the metric's own unit (a fraction, a loss, a score)."""
     if a is None or not a.evaluations or a.goal is None:
         return 0.0
-    met = next((e for e in a.evaluations if a.goal.met(e.values)), None)
-    return met.accuracy if met is not None else a.best_accuracy or 0.0
+    met = [e for e in a.evaluations if a.goal.met(e.values)]
+    if not met:
+        return a.best_accuracy or 0.0
+    return min(met, key=lambda e: (e.step is None, e.step or 0, e.index)).accuracy
 
 
 # --- reference convergence points --------------------------------------------------------------------------

@@ -57,6 +57,9 @@ class SystemInfo(BaseModel):
         for a declared system the declared hardware string."""
         if self.source == "declared":
             return self.hardware or "unknown (not declared)"
+        if self.accelerator == NOT_PROBED:
+            cores = self.cpu_cores_physical or self.cpu_threads_logical or 0
+            return f"{cores}-core {self.cpu_model} (accelerators not probed)"
         if self.gpus:
             names = {g.name for g in self.gpus}
             return "; ".join(f"{sum(g.name == n for g in self.gpus)} x {n}" for n in sorted(names))
@@ -124,6 +127,35 @@ def _static_info() -> dict[str, Any]:
         cudnn=cudnn_version,
         accelerator=accelerator,
     )
+
+
+NOT_PROBED = "not probed"  # the accelerator of a host_info(): torch was not imported to look
+
+
+def host_info() -> SystemInfo:
+    """This machine as a command that only reads text records it (`daybreak time --log`'s ``analyzed_on``: the
+    machine that read a log), without importing torch: OS, Python, CPU, memory and the installed torch's version
+    (from its package metadata); its accelerators are not probed (``accelerator`` 'not probed', no GPUs listed,
+    ``torch_threads`` 0: not known)."""
+    import importlib.metadata
+
+    import psutil
+
+    from daybreak.version import __version__ as daybreak_version
+
+    def version(package: str) -> str | None:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    ram = psutil.virtual_memory().total
+    return SystemInfo(
+        os=f"{platform.system()} {platform.release()}", platform=platform.platform(),
+        python=platform.python_version(), torch=version("torch") or "not installed", daybreak=daybreak_version,
+        numpy=version("numpy"), cpu_model=_cpu_model(), cpu_cores_physical=psutil.cpu_count(logical=False),
+        cpu_threads_logical=psutil.cpu_count(logical=True) or os.cpu_count(), torch_threads=0,
+        ram_gb=round(ram / 2**30, 2) if ram else None, gpu_count=0, gpus=[], accelerator=NOT_PROBED)
 
 
 def system_info() -> SystemInfo:

@@ -6,15 +6,40 @@ process leaves only whole lines behind and no global mllog configuration is touc
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import logging
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from mlperf_logging.mllog import constants as C
-from mlperf_logging.mllog.mllog import MLLogger
+
+def _mllog_constants() -> ModuleType:
+    """mlperf-logging's event keys, ``mlperf_logging/mllog/constants.py``: the module itself when its package is
+    loaded, else loaded from its file and registered under its own name (the package, imported later, finds it
+    there: one module either way). Its package's ``__init__`` builds the shared logger, whose encoder imports
+    numpy (0.1 s of CPU): a command that only reads logs (`daybreak time --log`, `check-mllog`, `leaderboard
+    import-mlperf`) needs the keys alone; a run's ``RunMllog`` imports the logger when it writes."""
+    name = "mlperf_logging.mllog.constants"
+    if name in sys.modules:
+        return sys.modules[name]
+    import mlperf_logging
+
+    spec = importlib.util.spec_from_file_location(name, Path(mlperf_logging.__file__).parent / "mllog" / "constants.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    from mlperf_logging.mllog import constants as C
+else:
+    C = _mllog_constants()
 
 MLLOG_FILE = "mllog.log"
 # daybreak's own keys beside MLPerf's (``constants`` has none for them); written by daybreak.train.recorder, read by
@@ -53,6 +78,8 @@ class RunMllog:
         self._handler = _FlushingFileHandler(self.path, mode="a", encoding="utf-8")
         self._handler.setFormatter(logging.Formatter("%(message)s"))
         self._logger.addHandler(self._handler)
+        from mlperf_logging.mllog.mllog import MLLogger
+
         self._mllog = MLLogger(logger=self._logger, default_stack_offset=2)
 
     def hold(self) -> None:

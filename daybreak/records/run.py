@@ -23,6 +23,16 @@ CompileMode = Annotated[str, AfterValidator(one_of(COMPILE_MODES, "compile mode"
 MLPERF_TASK_PREFIX = "mlperf:"
 
 RunStatus = Literal["running", "reached", "not_reached", "diverged", "failed", "interrupted"]
+# The exit status of a command that records a run (`daybreak run`, `daybreak time`, wrappers such as `repeat`), by
+# the run's status: declared beside the statuses, so a command that reads a record needs nothing of the runner
+EXIT_REACHED = 0
+EXIT_USER_ERROR = 2
+EXIT_NOT_REACHED = 3
+EXIT_DIVERGED = 4
+EXIT_FAILED = 5
+EXIT_INTERRUPTED = 130
+EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverged": EXIT_DIVERGED,
+              "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 RESULT_FILE = "result.json"
 # The recipe of a `daybreak time` record: an external program timed from its MLPerf log, not a daybreak recipe

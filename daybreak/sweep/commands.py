@@ -266,23 +266,23 @@ def _figures(row: ThroughputResult) -> str:
 
 
 def cmd_peak(args: argparse.Namespace) -> int:
+    from daybreak.config import RunConfig
+    from daybreak.options import values_for
+
+    shared = values_for(RunConfig, args, "peak")  # the flags are checked before torch is imported
+    args.device, args.threads = shared["device"], shared["threads"]
+    budget = _seconds("--budget", args.budget)
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats {args.repeats}: must be >= 1")
+    if args.size is not None and args.size < 16:
+        raise ConfigError(f"--size {args.size}: must be >= 16")
     import torch
 
     from daybreak.measure.device import select_device, set_threads
     from daybreak.sweep.peak import check_precisions, get_peak
     from daybreak.records.throughput import format_peak
 
-    from daybreak.config import RunConfig
-    from daybreak.options import values_for
-
-    shared = values_for(RunConfig, args, "peak")
-    args.device, args.threads = shared["device"], shared["threads"]
-    budget = _seconds("--budget", args.budget)
     precisions = check_precisions(args.precisions.split(","))
-    if args.repeats < 1:
-        raise ConfigError(f"--repeats {args.repeats}: must be >= 1")
-    if args.size is not None and args.size < 16:
-        raise ConfigError(f"--size {args.size}: must be >= 16")
     device = select_device(args.device)
     set_threads(args.threads)
     force = args.force or args.size is not None or args.repeats != 5

@@ -19,30 +19,53 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-
 from daybreak.data.base import TaskData
 from daybreak.errors import ConfigError
 from daybreak.metrics import TOP5, Metric
 from daybreak.registry import Registry
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a task's facts are read without torch (`daybreak tasks`, the leaderboard, `time --log`)
+    import torch
+
     from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class InputSpec:
     """One example as the task's data source stores it (before the recipe's ``prepare``): what synthetic
-    workloads (throughput sweeps, roofline, contract tests) feed the task's models."""
+    workloads (throughput sweeps, roofline, contract tests) feed the task's models. ``dtype`` is given as torch's
+    dtype or its name ("uint8", "float32"); the spec keeps the name, so a task file registers without importing
+    torch, and ``dtype`` gives torch's."""
 
     shape: tuple[int, ...]  # e.g. (1, 28, 28) for MNIST, (384,) token ids for SQuAD windows
-    dtype: torch.dtype
+    dtype_name: str  # "uint8", "float32", "int64": an attribute of torch
     kind: str = "image"  # "image" or "tokens"
     value_range: tuple[float, float] = (0.0, 255.0)  # synthetic values are drawn from this range
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype | str, kind: str = "image",
+                 value_range: tuple[float, float] = (0.0, 255.0)):
+        name = str(dtype).removeprefix("torch.")
+        if not name.isidentifier():
+            raise ValueError(f"InputSpec dtype {dtype!r}: give torch's dtype or its name, such as 'uint8'")
+        object.__setattr__(self, "shape", tuple(shape))
+        object.__setattr__(self, "dtype_name", name)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "value_range", value_range)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        import torch
+
+        dtype = getattr(torch, self.dtype_name, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"InputSpec dtype {self.dtype_name!r} is no torch dtype")
+        return dtype
 
     def example(self, n: int, num_classes: int, *, generator: torch.Generator | None = None,
                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` synthetic examples and class labels of exactly this spec."""
+        import torch
+
         g = generator or torch.Generator().manual_seed(0)
         lo, hi = self.value_range
         if self.dtype.is_floating_point:
@@ -149,7 +172,10 @@ class Task:
         return self.inference_inputs(data) if self.inference_inputs is not None else data.eval_x
 
 
-TASKS: Registry[Task] = Registry("task", package=__name__, entry_point_group="daybreak.tasks")
+# the task files are found by scanning this package; the building blocks beside them (batch sources, evaluators and
+# the hooks of tasks whose data does not sit in memory) register nothing and import torch: a run imports them
+TASKS: Registry[Task] = Registry("task", package=__name__, entry_point_group="daybreak.tasks",
+                                 helpers=("batches", "evaluate", "imagenet_batches", "squad_batches"))
 
 
 def get_task(name: str) -> Task:

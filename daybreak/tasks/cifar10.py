@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from daybreak.metrics import TOP1
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, lazy, reader
 
@@ -14,7 +12,7 @@ TASKS.add("cifar10", Task(
     load=reader("daybreak.data.cifar10", "load_cifar10"), reference_recipe="cifar10",
     folder_of_source=lazy("daybreak.data.cifar10", "folder_of_source"),  # the tarball's or batches folder's parent
     files="cifar-10-python.tar.gz or the extracted cifar-10-batches-py/",
-    input_spec=InputSpec(shape=(3, 32, 32), dtype=torch.uint8),
+    input_spec=InputSpec(shape=(3, 32, 32), dtype="uint8"),
     leaderboard=LeaderboardFacts(title="CIFAR-10", dawnbench=True, dawnbench_folder="CIFAR10",
                                  eval_split="the 10,000 test images"),
 ))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from daybreak.metrics import TOP1
 from daybreak.tasks import TASKS, InputSpec, LeaderboardFacts, Task, reader
 
@@ -13,6 +11,6 @@ TASKS.add("mnist", Task(
     metric=TOP1, target=0.99, eval_split="t10k test files (10,000 images)", num_classes=10,
     load=reader("daybreak.data.mnist", "load_mnist"), reference_recipe="mnist",
     files="train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (.gz or not)",
-    input_spec=InputSpec(shape=(1, 28, 28), dtype=torch.uint8),
+    input_spec=InputSpec(shape=(1, 28, 28), dtype="uint8"),
     leaderboard=LeaderboardFacts(title="MNIST", eval_split="the 10,000 test images"),
 ))

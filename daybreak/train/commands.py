@@ -74,6 +74,11 @@ def run_config_from_args(args: argparse.Namespace) -> "RunConfig":
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from daybreak.tasks import get_task
+
+    config = run_config_from_args(args)  # a wrong value or an unknown task is one line before torch is imported
+    if not config.recipe:  # (a recipe file may register its own task: that waits for the recipe)
+        get_task(config.task)
     from daybreak.launch import LaunchSpec
     from daybreak.records.summary import format_summary
     from daybreak.train.distributed import in_torchrun
@@ -84,7 +89,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if worker and os.environ.get(SPEC_ENV):
         spec = RunSpec.model_validate_json(os.environ[SPEC_ENV])  # the launcher resolved it: no argv parsing
     else:
-        config = run_config_from_args(args)
         launch = LaunchSpec(config.nproc_per_node, config.nnodes, config.node_rank, config.rdzv_endpoint).validate()
         spec = resolve_run_spec(config, launch.world_size if not worker else None)
         if launch.multi_process and not worker:

@@ -30,6 +30,8 @@ from daybreak.measure.device import amp_reason, set_cudnn_benchmark, set_tf32, s
 from daybreak.measure.system import system_info
 from daybreak.recipes import Recipe, TrainSetup
 from daybreak.records.run import ClockRules, PerformanceSettings, RunResult
+# the exit statuses of `daybreak run` (also used by wrappers such as `repeat`), declared beside the run's statuses
+from daybreak.records.run import EXIT_CODES as EXIT_CODES, EXIT_FAILED as EXIT_FAILED
 from daybreak.rules import get_rules
 from daybreak.tasks import Task
 from daybreak.tasks.batches import BatchPlan, Evaluator, TrainBatches, evaluator_for, train_batches_for
@@ -48,19 +50,8 @@ from daybreak.train import warmup
 from daybreak.train.warmup import (WARMUP_EVAL_EXAMPLES, WARMUP_PASSES, compile_count, data_warmup, spec_warmup,
                                    spec_warmup_data, warm_up)
 
-# Exit statuses of `daybreak run` (also used by wrappers such as `repeat`).
-EXIT_REACHED = 0
-EXIT_USER_ERROR = 2
-EXIT_NOT_REACHED = 3
-EXIT_DIVERGED = 4
-EXIT_FAILED = 5
-EXIT_INTERRUPTED = 130
-
 TRACEBACK_FILE = "traceback.txt"  # a crashed run's traceback, beside its record
 NO_WARMUP = "none (eager on a CPU: nothing to compile, autotune or start lazily; see warmup.warmup_pays)"
-
-EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverged": EXIT_DIVERGED,
-              "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
 def seed_everything(seed: int) -> None:
