@@ -1005,7 +1005,7 @@ def test_the_server_queues_reproductions_for_the_worker(srv, digits_run, tmp_pat
     failing, _ = store.enqueue(dawnbench_id, "test")
     logs = []
     finished = work(store, WorkerOptions(work_dir=tmp_path / "work", once=True, poll_s=0.1, timeout_s=600,
-                                         log=logs.append))
+                                         log=logs.append)).finished
     assert finished == 2, logs
     with srv.client() as c:
         done = c.get(job["url"]).json()
@@ -1085,7 +1085,7 @@ def test_jobs_survive_a_restart_and_failures_are_recorded(tmp_path, digits_run):
     with Store(url) as store:
         logs = []
         assert work(store, WorkerOptions(work_dir=tmp_path / "w", once=True, timeout_s=0.5, stale_after_s=60,
-                                         log=logs.append)) == 1
+                                         log=logs.append)).finished == 1
         row = store.get_job(job.id)
         assert row.status == "failed" and row.attempts == 2, (row.status, row.reason, logs)
         assert "longer than the 0.5 s limit" in row.reason
@@ -1093,7 +1093,7 @@ def test_jobs_survive_a_restart_and_failures_are_recorded(tmp_path, digits_run):
         # a second worker waits while one holds the lease
         assert store.acquire_lease("reproduce", "other-worker", 60)
         store.enqueue(entry_id, "test")
-        assert work(store, WorkerOptions(work_dir=tmp_path / "w", once=True, log=logs.append)) == 0
+        assert work(store, WorkerOptions(work_dir=tmp_path / "w", once=True, log=logs.append)).finished == 0
         assert any("another worker is running reproductions" in line for line in logs)
         store.release_lease("reproduce", "other-worker")
 
@@ -1167,7 +1167,7 @@ def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
                               f"({', '.join(':' + k for k in row)})"), row)
     engine.dispose()
     with Store(url) as store:
-        assert store.migrated and "from schema v1 to v5" in store.migrated[0] and "energy" in store.migrated[0]
+        assert store.migrated and "from schema v1 to v6" in store.migrated[0] and "energy" in store.migrated[0]
         by_hash = {e.content_hash: e for e in store.entries()}
         assert by_hash["a"].provenance == "daybreak-run" and by_hash["a"].train_cost_usd is None
         assert by_hash["a"].cost_per_hour is None and by_hash["a"].ranked_at == datetime(2019, 1, 1)
@@ -1179,7 +1179,7 @@ def test_a_version_1_database_is_upgraded_in_place(kind, tmp_path):
         assert not store.migrated  # once
         with store.engine.begin() as conn:
             conn.execute(text("UPDATE daybreak_leaderboard_meta SET value = '99' WHERE key = 'schema_version'"))
-    with pytest.raises(StoreError, match="holds leaderboard schema v99, newer than this daybreak's v5"):
+    with pytest.raises(StoreError, match="holds leaderboard schema v99, newer than this daybreak's v6"):
         Store(url)
 
 

@@ -461,11 +461,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"daybreak: reproduction worker on {store.display_url} (run directories under {options.work_dir})",
               file=sys.stderr)
         try:
-            done = work(store, options)
+            summary = work(store, options)
         except KeyboardInterrupt:
             print("daybreak: worker stopped", file=sys.stderr)
             return 130
-    print(f"daybreak: worker finished {done} job(s)", file=sys.stderr)
+    print(f"daybreak: {summary.line()}", file=sys.stderr)
     return 0
 
 
