@@ -379,7 +379,7 @@ class Store(JobQueue):
         """The change counters, in one query (a page cache compares them with those its page was made from)."""
         with self._reading() as session:
             rows = dict((name, (number, at)) for name, number, at in session.execute(
-                select(Change.name, Change.number, Change.changed_at)))
+                select(Change.name, Change.number, Change.changed_at).limit(len(CHANGE_KINDS))))
         stamps = [at for _, at in rows.values() if at is not None]
         return Changes(tuple(int(rows.get(kind, (0, None))[0] or 0) for kind in CHANGE_KINDS),
                        max(stamps) if stamps else None)

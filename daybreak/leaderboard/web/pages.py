@@ -144,13 +144,42 @@ def entry_json(entry: Any) -> dict[str, Any]:
 
 
 def job_json(job: Any) -> dict[str, Any]:
+    """A job as the public sees it (the API, the entry page): without internal names. Who asked is "a submitter"
+    (a token's name is the host's) or "the host"; each worker that took the job is "worker 1", "worker 2", ... in
+    the order they took it, in its history and reason (a worker's name is its host, process id and a random tag)."""
     def iso(t: datetime | None) -> str | None:
         return None if t is None else t.isoformat()
 
-    return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": job.reason,
-            "requested_by": job.requested_by, "created_at": iso(job.created_at), "started_at": iso(job.started_at),
+    public = _public_names(job)
+
+    def clean(text: str) -> str:
+        for name, alias in public:
+            text = text.replace(name, alias)
+        return text
+
+    return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": clean(job.reason or ""),
+            "requested_by": "the host" if job.requested_by in ("", "cli") else "a submitter",
+            "created_at": iso(job.created_at), "started_at": iso(job.started_at),
             "finished_at": iso(job.finished_at), "attempts": job.attempts, "lease": job.lease or 0,
-            "history": job.history_lines, "result_entry_id": job.result_entry_id, "url": f"/api/jobs/{int(job.id)}"}
+            "history": [clean(line) for line in job.history_lines], "result_entry_id": job.result_entry_id,
+            "url": f"/api/jobs/{int(job.id)}"}
+
+
+def _public_names(job: Any) -> list[tuple[str, str]]:
+    """(internal name, public alias), longest names first: the workers named in the job's "taken by" lines (and
+    its current worker), and who queued it."""
+    workers: list[str] = []
+    for line in job.history_lines:
+        _, _, event = line.partition(" ")
+        if event.startswith("taken by ") and event[9:] not in workers:
+            workers.append(event[9:])
+    if job.worker and job.worker not in workers:
+        workers.append(job.worker)
+    names = [(name, f"worker {i}") for i, name in enumerate(workers, 1) if name]
+    if job.requested_by:
+        names.append((f"queued by {job.requested_by}",
+                      "queued by " + ("the host" if job.requested_by == "cli" else "a submitter")))
+    return sorted(names, key=lambda pair: -len(pair[0]))
 
 
 def _finite(value: float | None) -> float | None:
@@ -250,7 +279,7 @@ class Site:
             "rules": rules_of(entry, entry.clock_rules or "dawnbench"),
             "document_text": json.dumps(document, indent=2, ensure_ascii=False),
             "hms": format_hms, "runs": runs, "reproductions": reproductions, "original": original,
-            "jobs": jobs or [], "reproducible": reproducible_reason(entry),
+            "jobs": [job_json(j) for j in jobs or []], "reproducible": reproducible_reason(entry),
             "accuracy_significance": next((n for n in entry.notes if n.startswith("final accuracy: ")), None),
             "acc": (lambda a: f"{a * 100:.2f}") if percent else (lambda a: f"{a:.4f}"),
         }
