@@ -40,6 +40,7 @@ from daybreak.cli import main
 from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
 from daybreak.leaderboard.ranking.query import SORTS
 from daybreak.leaderboard.ranking.objectives import leaderboard
+from daybreak.leaderboard.web.export import export_site
 from daybreak.leaderboard.web.pages import Site
 from daybreak.leaderboard.store.database import Base, Entry, Store, StoreError
 from daybreak.leaderboard.ingest.submission import SubmissionError
@@ -482,7 +483,7 @@ def test_no_stored_number_can_reach_infinity(srv, tmp_path):
             assert "$inf" not in r.text and "Infinity" not in r.text, url
         assert victim not in [row["entry_id"] for row in c.get("/api/leaderboard/cifar10/train-cost").json()]
     out = tmp_path / "site"
-    Site(srv.store).export(out)
+    export_site(Site(srv.store), out)
     for f in out.rglob("*.json"):
         json.loads(f.read_text(), parse_constant=lambda name: pytest.fail(f"{f}: {name}"))
     with srv.store.engine.begin() as conn:
@@ -574,7 +575,7 @@ def test_static_export_grows_linearly(tmp_path):
             fill(store, n)
             with Statements(store) as seen:
                 start = time.perf_counter()
-                files = Site(store).export(tmp_path / f"site-{n}")
+                files = export_site(Site(store), tmp_path / f"site-{n}")
                 measured[n] = (time.perf_counter() - start, len(seen.selects))
             # 5 tasks x 6 objectives, a page and a JSON each; the two boards with rows (train-time, train-cost) a
             # page per sort and order (but their own) and per accelerator, framework, year and provenance (one each)

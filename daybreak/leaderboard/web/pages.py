@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +25,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from daybreak.errors import ConfigError
 from daybreak.version import __version__
-from daybreak.fileio import atomic_write_text
 from daybreak.leaderboard.web import boardpage
 from daybreak.leaderboard.web.plot import curve_svg
 from daybreak.leaderboard.ranking.query import (
@@ -334,77 +332,6 @@ class Site:
 
         return self._render("api.html", server_link, info=document["info"], openapi=document["openapi"],
                             operations=operations(document), components=component_fields(document))
-
-    # -- static export -------------------------------------------------------------------------------------
-
-    def export(self, folder: Path) -> int:
-        """Write the whole site as static files under ``folder``; returns the number of files written. A symbolic
-        link anywhere in the output tree is refused before anything is written (ConfigError naming it).
-
-        Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; a board
-        with rows then gets its sorted and filtered pages (boardpage.static_variants), one query each; the
-        reproductions are read in one query; then the entries are read in id order, 100 at a time, each page
-        rendered from what is already known."""
-        folder = Path(folder)
-        no_links(folder)
-        written = 0
-        real: set[Path] = set()  # folders under ``folder`` checked to be folders, not links
-
-        def write(rel: str, text: str) -> None:
-            nonlocal written
-            target = folder / rel
-            for parent in reversed(target.relative_to(folder).parents[:-1]):
-                here = folder / parent
-                if here not in real:
-                    _not_a_link(here)
-                    real.add(here)
-            _not_a_link(target)
-            atomic_write_text(target, text)
-            written += 1
-
-        write("index.html", self.index_html(static_link(0)))
-        tasks_json = []
-        ranks: dict[int, dict[str, tuple[int, int]]] = {}
-        for task in all_tasks():
-            tasks_json.append(task_json(task))
-            if task.clock_rules == "mlperf" and not self.store.count(task.name):
-                continue  # an MLPerf benchmark's board is written once it holds an entry (as on the index)
-            for obj in OBJECTIVES.values():
-                rows = leaderboard(self.store, task.name, obj)
-                for r in rows:
-                    ranks.setdefault(r["entry_id"], {})[obj.name] = (r["rank"], len(rows))
-                facets = self.facets(task.name, obj) if rows else {}
-                write(f"tasks/{task.name}/{obj.name}.html",
-                      self.board_html(task.name, obj.name, static_link(2), per_page=None, rows=rows, facets=facets))
-                write(f"api/leaderboard/{task.name}/{obj.name}.json", json.dumps(rows, indent=2) + "\n")
-                for query in boardpage.static_variants(facets) if rows else []:
-                    write(f"tasks/{task.name}/{obj.name}/{query.static_name()}.html",
-                          self.board_html(task.name, obj.name, static_link(3), per_page=None, query=query,
-                                          facets=facets))
-        write("api/tasks.json", json.dumps(tasks_json, indent=2) + "\n")
-        reproductions = self.store.all_reproductions()
-        for entry in self.store.iter_entries():
-            write(f"entries/{int(entry.id)}.html",
-                  self.entry_html(entry, static_link(1), ranks=ranks.get(entry.id, {}),
-                                  reproductions=reproductions.get(entry.id, [])))
-            write(f"api/entries/{int(entry.id)}.json", json.dumps(entry_json(entry), indent=2) + "\n")
-        return written
-
-
-def no_links(folder: Path) -> None:
-    """The export's output tree holds no symbolic link (a link would make it write outside the tree); ConfigError
-    naming the first one. ``folder`` itself may be a link: the user named it."""
-    if not folder.is_dir():
-        return
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        for name in sorted(dirs + files):
-            _not_a_link(Path(root) / name)
-
-
-def _not_a_link(path: Path) -> None:
-    if os.path.islink(path):
-        raise ConfigError(f"{path}: a symbolic link in the export's folder: `leaderboard export` does not write "
-                          "through links (remove it, or export to a new folder)")
 
 
 def reproducible_reason(entry: Any) -> str | None:
