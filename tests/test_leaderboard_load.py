@@ -222,6 +222,62 @@ def test_limits_are_checked_with_one_line_per_bad_flag():
     assert Limits(client_rate=0, client_work_s=0).check()  # 0: no limit
 
 
+# --- the global limit: room for a new client, and every refusal in the API's error body ---------------------------
+
+
+def test_a_full_server_closes_an_idle_connection_of_the_biggest_holder_for_a_new_client():
+    """max_connections 10: 127.0.0.2 holds 8 connections waiting for a head, 127.0.0.3 holds 2. A new client
+    (127.0.0.1) is served: one of 127.0.0.2's is closed for it (it holds at least two more than the newcomer).
+    When every holder holds as few as the newcomer, a new connection is refused: a 503 in the API's error body,
+    with Retry-After (uvicorn's own was plain text without it)."""
+    for address in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+        _loopback(address)
+    limits = replace(SERVED, max_connections=10, header_timeout_s=30.0)
+    with Store("sqlite://") as store, serving(store, limits=limits) as srv:
+        held = [_from("127.0.0.2", srv.port, timeout_s=2) for _ in range(8)]
+        held += [_from("127.0.0.3", srv.port, timeout_s=2) for _ in range(2)]
+        time.sleep(0.3)
+        with srv.client() as c:
+            assert c.get("/healthz").status_code == 200
+        still_open = [_still_open(s) for s in held]
+        assert still_open[:8].count(False) == 1 and all(still_open[8:]), still_open  # one of the biggest holder's
+        for s in held:
+            s.close()
+        time.sleep(0.3)
+        # now ten clients of one connection each: none holds two more than a newcomer
+        singles = [_from(f"127.0.{i}.1", srv.port, timeout_s=2) for i in range(10, 20)]
+        time.sleep(0.3)
+        with _from("127.0.0.4", srv.port) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = _answer(s)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503") and b"retry-after: 10" in head.lower(), answer
+        assert json.loads(body)["error"].startswith("the server is full (10 connections)")
+        for s in singles:
+            s.close()
+
+
+def _still_open(s: socket.socket) -> bool:
+    """No end of stream from the server (within 0.2 s)."""
+    s.settimeout(0.2)
+    try:
+        return s.recv(1) != b""
+    except socket.timeout:
+        return True
+    except ConnectionResetError:
+        return False
+
+
+def test_a_request_the_http_parser_refuses_is_a_json_400():
+    with Store("sqlite://") as store, serving(store, limits=SERVED) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            answer = _answer(s)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in head
+    assert json.loads(body)["error"].startswith("invalid HTTP request")
+
+
 # --- budgets: requests and server time per client, before the work --------------------------------------------------
 
 
