@@ -66,8 +66,8 @@ from daybreak.leaderboard.store.schema import (
 )
 
 # the tables and the queue are re-exported: callers import them from here
-__all__ = ["ACTIVE_JOB_INDEX", "Base", "CHANGE_KINDS", "Change", "Changes", "DB_ENV", "DB_FILE", "ENERGY_COLUMNS", "Entry",
-           "Job", "JOB_ACTIVE", "KEY_COLUMNS", "Lease", "LeaseLost", "MAX_RANKED_VALUE", "Meta", "REBUILD_HINT",
+__all__ = ["ACTIVE_JOB_INDEX", "Base", "CHANGE_KINDS", "Change", "Changes", "DB_ENV", "DB_FILE", "ENERGY_COLUMNS",
+           "Entry", "Job", "JOB_ACTIVE", "KEY_COLUMNS", "Lease", "LeaseLost", "MAX_RANKED_VALUE", "Meta", "REBUILD_HINT",
            "Ranked", "SCHEMA_VERSION", "SYSTEM_COLUMNS", "Store", "StoreError", "now_utc", "run_times"]
 
 LOCK_TIMEOUT_S = 10.0  # the longest a statement waits for a lock (then StoreError: a 503, or the worker retries)

@@ -36,7 +36,7 @@ from daybreak.leaderboard.web.limits import Limits, client_group, forwarded_clie
 from daybreak.leaderboard.web.tokens import Refusal, Token, authorize, needs_token
 
 _DIGITS = re.compile(rb"^[0-9]{1,19}$")
-MAX_CLIENTS = 50_000  # budgets kept at once; the longest idle are forgotten first
+MAX_CLIENTS = 20_000  # budgets kept at once; the longest idle are forgotten first
 SECURITY_HEADERS = [
     (b"content-security-policy",
      b"default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "

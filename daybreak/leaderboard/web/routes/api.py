@@ -72,7 +72,8 @@ def _page_links(path: str, params: dict[str, Any], top: int, offset: int, total:
 
 
 @router.get("/api/entries/{entry_id}", operation_id="get_entry", summary="One entry",
-            responses=api.responses({**api.ok_json(api.Entry, "the entry", links=api.REPRODUCE_LINK, headers=api.VALIDATORS),
+            responses=api.responses({**api.ok_json(api.Entry, "the entry", links=api.REPRODUCE_LINK,
+                                                   headers=api.VALIDATORS),
                                      **api.NOT_MODIFIED}, 404, why={404: "no such entry"}))
 async def api_entry(entry_id: str, request: Request) -> Response:
     number = id_param(entry_id, api.MAX_ID)
