@@ -28,12 +28,13 @@ import json
 import math
 import re
 from collections import Counter, OrderedDict
-from typing import Any
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from typing import TYPE_CHECKING, Any
 
 from daybreak.leaderboard.web.limits import Limits, client_group, forwarded_client
 from daybreak.leaderboard.web.tokens import Refusal, Token, authorize, needs_token
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _DIGITS = re.compile(rb"^[0-9]{1,19}$")
 MAX_CLIENTS = 20_000  # budgets kept at once; the longest idle are forgotten first
