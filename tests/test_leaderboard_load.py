@@ -201,6 +201,19 @@ def test_the_api_pages_a_board_with_links():
         assert 'rel="next"' not in last.headers["link"] and "sort=date" in last.headers["link"]
 
 
+def test_an_entry_page_lists_its_latest_reproductions_and_counts_the_rest(tmp_path):
+    from test_leaderboard_once import entry_store, reproduction
+
+    from daybreak.leaderboard.web.pages import MAX_REPRODUCTIONS, Site
+
+    store, entry_id = entry_store(f"sqlite:///{tmp_path / 'repros.sqlite'}")
+    ids = [store.add_reproduction(entry_id, reproduction(100 + i)) for i in range(MAX_REPRODUCTIONS + 2)]
+    html = Site(store).entry_html(store.get(entry_id))
+    listed = [i for i in ids if f'href="/entries/{i}"' in html]
+    assert listed == ids[2:] and f"({len(ids)} reproductions in all: the latest {MAX_REPRODUCTIONS} are listed)" in html
+    store.close()
+
+
 def test_a_job_is_shown_without_the_tokens_name_or_the_workers_host(tmp_path):
     from test_leaderboard_once import entry_store
 

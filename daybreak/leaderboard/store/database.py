@@ -822,10 +822,16 @@ class Store(JobQueue):
             return [_row(r) for r in session.execute(select(*_LIST).where(Entry.id.in_(list(ids)))
                                                      .order_by(Entry.id))]
 
-    def reproductions_of(self, entry_id: int) -> list[SimpleNamespace]:
+    def reproductions_of(self, entry_id: int, limit: int | None = None) -> list[SimpleNamespace]:
+        """The host's reproductions of an entry, in the order they were stored (``limit``: the latest so many)."""
+        q = select(*_LIST).where(Entry.reproduction_of == entry_id).order_by(Entry.id.desc())
         with self._reading() as session:
-            return [_row(r) for r in session.execute(select(*_LIST).where(Entry.reproduction_of == entry_id)
-                                                     .order_by(Entry.id))]
+            rows = [_row(r) for r in session.execute(q.limit(limit) if limit is not None else q)]
+        return rows[::-1]
+
+    def count_reproductions(self, entry_id: int) -> int:
+        with self._reading() as session:
+            return int(session.scalar(select(func.count(Entry.id)).where(Entry.reproduction_of == entry_id)) or 0)
 
     def all_reproductions(self) -> dict[int, list[SimpleNamespace]]:
         """original id -> its reproduction rows (one query; for the static export)."""

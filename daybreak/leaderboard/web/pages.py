@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 INDEX_TOP = 10
 PAGE_ROWS = 100  # rows per page of a full table on the server
+MAX_REPRODUCTIONS = 20  # an entry page on the server lists its latest reproductions (the export lists all)
 
 Link = boardpage.Link
 
@@ -261,8 +262,11 @@ class Site:
                             axis=None if percent else label)
         document = entry.document
         runs = document.get("runs") if entry.source_format == FORMAT_REPEAT and isinstance(document, dict) else None
-        if reproductions is None:
-            reproductions = self.store.reproductions_of(entry.id)
+        reproductions_total = None  # all of them are listed
+        if reproductions is None:  # the server's page: the latest MAX_REPRODUCTIONS, and how many in all
+            reproductions = self.store.reproductions_of(entry.id, limit=MAX_REPRODUCTIONS)
+            if len(reproductions) == MAX_REPRODUCTIONS:
+                reproductions_total = self.store.count_reproductions(entry.id)
         original = None
         if entry.reproduction_of is not None:
             listed = self.store.list_rows([entry.reproduction_of]) if ranks is None else []
@@ -277,6 +281,7 @@ class Site:
             "rules": rules_of(entry, entry.clock_rules or "dawnbench"),
             "document_text": json.dumps(document, indent=2, ensure_ascii=False),
             "hms": format_hms, "runs": runs, "reproductions": reproductions, "original": original,
+            "reproductions_total": reproductions_total,
             "jobs": [job_json(j) for j in jobs or []], "reproducible": reproducible_reason(entry),
             "accuracy_significance": next((n for n in entry.notes if n.startswith("final accuracy: ")), None),
             "acc": (lambda a: f"{a * 100:.2f}") if percent else (lambda a: f"{a:.4f}"),
