@@ -323,7 +323,7 @@ def test_a_version_2_database_gets_its_energy_columns_filled_in_place(kind, tmp_
             conn.execute(text("UPDATE daybreak_leaderboard_entries SET provenance = 'reproduced' "
                               f"WHERE id = {min(expected)}"))
     with Store(url) as store:
-        assert store.migrated and "from schema v2 to v5" in store.migrated[0] and "energy" in store.migrated[0]
+        assert store.migrated and "from schema v2 to v6" in store.migrated[0] and "energy" in store.migrated[0]
         got = {r["entry_id"]: r["value"] for r in leaderboard(store, "digits", "train-energy")}
         assert got == pytest.approx(expected)
         (inf,) = leaderboard(store, "digits", "inference-energy")
@@ -332,7 +332,7 @@ def test_a_version_2_database_gets_its_energy_columns_filled_in_place(kind, tmp_
         assert Site(store).index_html()
         with store.engine.connect() as conn:
             assert conn.execute(text("SELECT value FROM daybreak_leaderboard_meta WHERE key = 'schema_version'")
-                                ).scalar() == "5"
+                                ).scalar() == "6"
     with Store(url) as store:
         assert not store.migrated  # once
         assert all(math.isfinite(r["value"]) for r in leaderboard(store, "digits", "train-energy"))

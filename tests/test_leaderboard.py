@@ -519,3 +519,12 @@ def test_values_that_could_not_be_stored_or_shown_are_refused(raw, fragment):
     assert fragment in str(err.value), str(err.value)
     with pytest.raises(SubmissionError, match="hours 1e\\+300 is out of range"):
         parse(train_json(), b"epoch\thours\ttop1Accuracy\n1\t1e300\t95\n")
+
+
+def test_a_task_given_for_a_record_that_names_none_says_so():
+    """Issue 38: "the record is for 'None'"."""
+    record = {"kind": "daybreak.run", "schema_version": 1}
+    with pytest.raises(SubmissionError) as info:
+        parse_submission(json.dumps(record).encode(), None, source="x", task="cifar10")
+    assert "task 'cifar10' was given but the record names no task" in str(info.value)
+    assert "None" not in str(info.value)

@@ -14,6 +14,7 @@ import pytest
 from daybreak.leaderboard.web.boardplot import Point, cost_time_svg, pareto_front, record_history, record_svg
 from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
 from daybreak.leaderboard.ranking.query import SORTS, BoardQuery, QueryError, parse_query, slug
+from daybreak.leaderboard.web.export import export_site
 from daybreak.leaderboard.web.pages import Site
 from daybreak.leaderboard.store.database import Store
 from daybreak.leaderboard.ingest.submission import PROVENANCES
@@ -349,7 +350,7 @@ def test_the_real_boards_plots(server):
 def test_static_export_pages_per_sort_and_filter(tmp_path, server):
     client, store = server
     out = tmp_path / "site"
-    Site(store).export(out)
+    export_site(Site(store), out)
     board = out / "tasks/cifar10/train-time.html"
     rows = api(client)
     accelerator = rows[0]["accelerator"]

@@ -322,7 +322,7 @@ def test_a_version_4_database_gets_its_names_folded_for_the_filters(kind, tmp_pa
                 conn.execute(text(f"ALTER TABLE daybreak_leaderboard_entries DROP COLUMN {column}"))
             conn.execute(text("UPDATE daybreak_leaderboard_meta SET value = '4' WHERE key = 'schema_version'"))
     with Store(url) as store:
-        assert store.migrated and "from schema v4 to v5" in store.migrated[0] and "folded names" in store.migrated[0]
+        assert store.migrated and "from schema v4 to v6" in store.migrated[0] and "folded names" in store.migrated[0]
         assert sorted(e.framework_key for e in store.entries()) == ["pytorch", "pytorch", "xy"]
         assert {e.accelerator_key for e in store.entries()} == {"nvidia v100"}
         assert dict(store.facets("cifar10", "time_to_target_s", "framework")) == {"PyTorch": 2, "x\u200by": 1}

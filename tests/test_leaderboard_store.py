@@ -205,7 +205,7 @@ def test_a_version_3_database_gets_the_system_columns_filled_in(tmp_path, capsys
                 conn.execute(sql(f"ALTER TABLE daybreak_leaderboard_entries DROP COLUMN {column}"))
             conn.execute(sql("UPDATE daybreak_leaderboard_meta SET value = '3' WHERE key = 'schema_version'"))
     with Store(url) as store:
-        assert store.migrated and "from schema v3 to v5" in store.migrated[0] and "structured systems" in store.migrated[0]
+        assert store.migrated and "from schema v3 to v6" in store.migrated[0] and "structured systems" in store.migrated[0]
         entries = store.entries()
         assert {e.id: {c: getattr(e, c) for c in SYSTEM_COLUMNS} for e in entries} == expected
         assert all(e.clock_rules == "dawnbench" for e in entries)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from daybreak.errors import ConfigError
 from daybreak.leaderboard.ingest.importer import import_paths, parse_submission
 from daybreak.leaderboard.ranking.query import SORTS
+from daybreak.leaderboard.web.export import export_site
 from daybreak.leaderboard.web.pages import Site
 from daybreak.leaderboard.store.database import Store
 from daybreak.leaderboard.ingest.submission import SubmissionError
@@ -176,7 +177,7 @@ def test_everything_from_a_submission_is_escaped(client, store):
 def test_static_export_writes_the_same_pages(tmp_path, client, store):
     upload(client, train_doc(XSS_MODEL), train_tsv())
     out = tmp_path / "site"
-    count = Site(store).export(out)
+    count = export_site(Site(store), out)
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     # a board with rows also gets a page per sort column and order (but its own) and per value of accelerator,
     # framework, year and provenance (one each here); cifar10's train-time and train-cost boards have a row
@@ -213,12 +214,39 @@ def test_export_command(tmp_path, capsys):
     (site / "index.html").symlink_to(elsewhere / "index.html")  # a link as a file the export writes
     with Store(url) as store:
         with pytest.raises(ConfigError, match="index.html: a symbolic link"):
-            Site(store).export(site)
+            export_site(Site(store), site)
     assert not (elsewhere / "index.html").exists()
     # the folder named on the command line may itself be a link
     (site / "index.html").unlink()
     (tmp_path / "link-to-site").symlink_to(site, target_is_directory=True)
     assert main(["leaderboard", "export", str(tmp_path / "link-to-site"), "--db", url]) == 0
+
+
+def test_a_folder_swapped_for_a_link_mid_export_redirects_nothing(tmp_path, store, monkeypatch):
+    """Issue 38: the export checked for links, then wrote by path: ``entries/`` swapped for a link once the export
+    had begun writing into it sent the rest outside (46 files). Now every file is written through the descriptor
+    of the folder the export opened: the rest land in that folder, wherever it was moved; nothing outside."""
+    from daybreak.leaderboard.ingest.importer import parse_submission
+
+    for i in range(6):
+        store.add(parse_submission(json.dumps(train_doc(f"Swap {i}", date=f"2019-01-0{i + 1}")).encode(),
+                                   train_tsv(hours=(0.01, 0.02, 0.03 + i / 100)).encode(), source=f"s{i}",
+                                   task="cifar10"))
+    site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    real_entry_html, calls = Site.entry_html, []
+
+    def swap_after_the_first_entry(self, entry, *args, **kwargs):
+        calls.append(entry.id)
+        if len(calls) == 2:  # entries/1.html is written: the export holds entries/ open
+            (site / "entries").rename(site / "moved")
+            (site / "entries").symlink_to(elsewhere, target_is_directory=True)
+        return real_entry_html(self, entry, *args, **kwargs)
+
+    monkeypatch.setattr(Site, "entry_html", swap_after_the_first_entry)
+    export_site(Site(store), site)
+    assert len(calls) == 6 and list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in (site / "moved").iterdir()) == [f"{i}.html" for i in range(1, 7)]
 
 
 # --- submissions: tokens, formats, limits -------------------------------------------------------------------

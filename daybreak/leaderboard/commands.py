@@ -114,27 +114,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="submitter tokens, one per line (TOKEN or NAME TOKEN); without it submissions are closed")
     from daybreak.leaderboard.web.limits import Limits
 
-    d = Limits()
-    v.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, metavar="N",
-                   help="largest request body (larger: 413)")
-    v.add_argument("--max-header-bytes", type=int, default=d.max_header_bytes, metavar="N",
-                   help="largest request head (larger: 400)")
-    v.add_argument("--header-timeout", type=float, default=d.header_timeout_s, metavar="S",
-                   help="seconds a connection has to send a complete request head")
-    v.add_argument("--body-timeout", type=float, default=d.body_timeout_s, metavar="S",
-                   help="seconds a request has to send its body (then 408)")
-    v.add_argument("--keep-alive", type=float, default=d.keep_alive_s, metavar="S",
-                   help="seconds an idle kept-alive connection stays open")
-    v.add_argument("--max-connection-age", type=float, default=d.max_connection_s, metavar="S",
-                   help="seconds after which a connection is closed (after its current response)")
-    v.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
-                   help="concurrent connections and requests, all clients together (more: 503)")
-    v.add_argument("--max-client-connections", type=int, default=d.max_client_connections, metavar="N",
-                   help="connections one client address may hold (more: 503 at once; behind a reverse proxy, where "
-                        "every client has the proxy's address, set it to --max-connections)")
-    v.add_argument("--max-client-heads", type=int, default=d.max_client_heads, metavar="N",
-                   help="stalled request heads one client address may hold (unfinished a second after they were "
-                        "due; more: 503 at once; behind a reverse proxy set it to --max-connections)")
+    add_dataclass_flags(v, Limits, "limits: what one client may hold of the server and make it do (a client is an "
+                                   "address, an IPv6 /64, or behind --trusted-proxy the forwarded address)")
     v.set_defaults(func=cmd_serve)
 
     r = lsub.add_parser(
@@ -179,7 +160,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e = lsub.add_parser("export", help="write the web pages as a static site",
                         description="Write index.html, one page per task x objective, one page per entry and the "
                                     "JSON API files under DIR. A symbolic link inside DIR is refused before "
-                                    "anything is written (it would make the export write outside DIR).")
+                                    "anything is written, and every file is written through descriptors of the "
+                                    "folders it checked: a folder swapped for a link mid-way changes nothing.")
     e.add_argument("dir", type=Path, metavar="DIR")
     e.add_argument("--db", metavar="URL", help=DB_EXISTING_HELP)
     e.set_defaults(func=cmd_export)
@@ -294,20 +276,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from daybreak.leaderboard.web.limits import Limits
     from daybreak.leaderboard.store.database import Store
     from daybreak.leaderboard.web.app import create_app, load_tokens, server_config
+    from daybreak.leaderboard.web.limits import Limits
+    from daybreak.options import dataclass_from_args
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: not a TCP port")
-    limits = Limits(max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout,
-                    max_header_bytes=args.max_header_bytes, header_timeout_s=args.header_timeout,
-                    keep_alive_s=args.keep_alive, max_connection_s=args.max_connection_age,
-                    max_connections=args.max_connections, max_client_connections=args.max_client_connections,
-                    max_client_heads=args.max_client_heads)
-    for name, value in vars(limits).items():
-        if not value > 0:
-            raise ConfigError(f"--{name.replace('_s', '').replace('_', '-')}: must be greater than 0")
+    limits = dataclass_from_args(Limits, args).check()
     tokens = load_tokens(args.token_file) if args.token_file else None
     sock = listen_socket(args.host, args.port)  # before the database: a port in use creates nothing
     try:
@@ -355,17 +331,16 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from daybreak.leaderboard.web.pages import Site
     from daybreak.leaderboard.store.database import Store
+    from daybreak.leaderboard.web.export import export_site, no_links
+    from daybreak.leaderboard.web.pages import Site
 
     if args.dir.exists() and not args.dir.is_dir():
         raise ConfigError(f"{args.dir}: exists and is not a folder")
-    from daybreak.leaderboard.web.pages import no_links
-
     no_links(args.dir)  # before the database is opened: nothing is read or written
     with Store(args.db, create=False) as store:
         try:
-            count = Site(store).export(args.dir)
+            count = export_site(Site(store), args.dir)
         except OSError as e:
             raise ConfigError(f"{args.dir}: cannot write the site ({e.strerror or e})") from None
     print(f"wrote {count} files to {args.dir} (open {args.dir / 'index.html'})")
@@ -462,11 +437,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"daybreak: reproduction worker on {store.display_url} (run directories under {options.work_dir})",
               file=sys.stderr)
         try:
-            done = work(store, options)
+            summary = work(store, options)
         except KeyboardInterrupt:
             print("daybreak: worker stopped", file=sys.stderr)
             return 130
-    print(f"daybreak: worker finished {done} job(s)", file=sys.stderr)
+    print(f"daybreak: {summary.line()}", file=sys.stderr)
     return 0
 
 

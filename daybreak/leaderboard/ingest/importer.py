@@ -58,15 +58,17 @@ def parse_submission(json_bytes: bytes, tsv_bytes: bytes | None = None, *, sourc
         if tsv_bytes is not None:
             raise SubmissionError(f"{what}: a daybreak repeat summary takes no TSV (its runs hold their histories)")
         if task is not None and doc.get("task") != task:
-            raise SubmissionError(f"{what}: task {one_line(task, 40)!r} was given but the summary is for "
-                                  f"{one_line(str(doc.get('task')), 40)!r}")
+            raise SubmissionError(f"{what}: task {one_line(task, 40)!r} was given but the summary "
+                                  + (f"is for {one_line(str(doc['task']), 40)!r}" if doc.get("task") is not None
+                                     else "names no task"))
         return parse_repeat(doc, _ordered_runs(doc, run_files or [], what), source=source, what=what)
     if kind in (FORMAT_RUN, FORMAT_INFERENCE):
         if tsv_bytes is not None:
             raise SubmissionError(f"{what}: a daybreak {kind} record takes no TSV (its history is inside)")
         if task is not None and doc.get("task") != task:
-            raise SubmissionError(f"{what}: task {one_line(task, 40)!r} was given but the record is for "
-                                  f"{one_line(str(doc.get('task')), 40)!r}")
+            raise SubmissionError(f"{what}: task {one_line(task, 40)!r} was given but the record "
+                                  + (f"is for {one_line(str(doc['task']), 40)!r}" if doc.get("task") is not None
+                                     else "names no task"))
         parse = parse_run if kind == FORMAT_RUN else parse_inference
         return parse(doc, source=source, what=what)
     if isinstance(doc, dict) and "kind" in doc:  # DAWNBench v1 files have no kind: daybreak's records do

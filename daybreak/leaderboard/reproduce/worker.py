@@ -42,10 +42,11 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from daybreak.errors import DaybreakError
 from daybreak.executors import ExecutorOptions
@@ -57,7 +58,7 @@ from daybreak.text import one_line
 if TYPE_CHECKING:
     from daybreak.executors import Trial, TrialOutcome
     from daybreak.leaderboard.reproduce.plan import Plan
-    from daybreak.leaderboard.store.database import Lease, Store
+    from daybreak.leaderboard.store.database import Job, Lease, Store
 
 DEFAULT_TIMEOUT_S = 4 * 3600.0
 LEASE = "reproduce"
@@ -99,8 +100,10 @@ def _run_trials(plan: Plan, folder: Path, executor: ExecutorOptions, timeout_s: 
                     run_dir=folder / name, log=folder / f"{name}.log", devices=rp.nproc, timeout_s=timeout_s)
               for name, rp in zip(names, plan.runs)]
     started = time.monotonic()
+    finished: set[str] = set()
 
     def done(trial: Trial, outcome: TrialOutcome) -> None:
+        finished.add(trial.key)
         where = f" on {outcome.host}" if outcome.host else ""
         say(f"  {trial.key}: exit status {outcome.exit_code}{where} after {time.monotonic() - started:.1f} s")
 
@@ -108,8 +111,7 @@ def _run_trials(plan: Plan, folder: Path, executor: ExecutorOptions, timeout_s: 
     try:
         outcomes = make_executor(executor, folder).run(trials, on_done=done, cancel=lost)
     except TrialsCancelled:
-        raise LeaseLost(f"the lease was lost while the trials ran; they were stopped after "
-                        f"{time.monotonic() - started:.1f} s") from None
+        raise LeaseLost(_cancelled(trials, finished, time.monotonic() - started)) from None
     for i, (trial, outcome) in enumerate(zip(trials, outcomes), 1):
         if outcome.error:
             if "time limit" in outcome.error:
@@ -117,6 +119,18 @@ def _run_trials(plan: Plan, folder: Path, executor: ExecutorOptions, timeout_s: 
                                      "stopped")
             raise ReproduceError(f"run {i}/{len(trials)} ({trial.key}): {one_line(outcome.error, 300)}")
     return names
+
+
+def _cancelled(trials: list[Trial], finished: set[str], elapsed_s: float) -> str:
+    """What the lost lease did to the trials, truthfully: a trial that had ended (reported, or its record written:
+    it ended while this worker was stopped) was not stopped."""
+    ended = [t for t in trials if t.key in finished or (t.run_dir / "result.json").is_file()]
+    stopped = len(trials) - len(ended)
+    if not stopped:
+        return (f"the lease was lost after the trials had ended ({len(ended)} of {len(trials)}, {elapsed_s:.1f} s "
+                "after they started); their results were not stored")
+    return (f"the lease was lost while {stopped} of {len(trials)} trial(s) still ran; they were stopped "
+            f"{elapsed_s:.1f} s after the trials started" + (f" ({len(ended)} had ended)" if ended else ""))
 
 
 def reproduce(store: Store, entry_id: int, *, work_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -174,7 +188,8 @@ def reproduce(store: Store, entry_id: int, *, work_dir: Path, timeout_s: float =
                     raise
                 message = (f"not reproduced: {reached} of {len(results)} runs reached the target (the olympic mean "
                            f"needs 3) ({one_line(str(e), 200)})")
-                store.mark_not_reproduced(entry_id, lease=lease, reason=message, run_dir=";".join(run_dirs))
+                with _refused_after_trials(len(results)):
+                    store.mark_not_reproduced(entry_id, lease=lease, reason=message, run_dir=";".join(run_dirs))
                 return Outcome(entry_id, None, False, None, run_dirs, message)
         else:
             doc = json.loads((folder / results[0][0] / "result.json").read_text(encoding="utf-8"))
@@ -194,10 +209,23 @@ def reproduce(store: Store, entry_id: int, *, work_dir: Path, timeout_s: float =
                     + (f" ({ratio:.3g} x the original's time)" if ratio else ""))
         return f"not reproduced: entry {repro_id} did not reach the target"
 
-    repro_id = store.add_reproduction(entry_id, sub, lease=lease, describe=describe, run_dir=";".join(run_dirs))
+    with _refused_after_trials(len(results)):
+        repro_id = store.add_reproduction(entry_id, sub, lease=lease, describe=describe, run_dir=";".join(run_dirs))
     message = describe(repro_id)
     say(f"entry {entry_id}: {message}")
     return Outcome(entry_id, repro_id, reached, ratio, run_dirs, message)
+
+
+@contextmanager
+def _refused_after_trials(runs: int) -> Iterator[None]:
+    """The fenced transaction refused the result: the trials had all ended (they were not stopped)."""
+    from daybreak.leaderboard.store.database import LeaseLost
+
+    try:
+        yield
+    except LeaseLost as e:
+        raise LeaseLost(f"its {runs} trial(s) had ended, but when their result was stored {e}: the result was "
+                        "refused") from None
 
 
 # --- the worker --------------------------------------------------------------------------------------------
@@ -222,37 +250,65 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def work(store: Store, options: WorkerOptions, stop: threading.Event | None = None) -> int:
-    """Run queued reproductions one at a time until stopped (or, with ``once``, until none is queued) ->
-    the number of jobs finished."""
+@dataclass
+class WorkSummary:
+    """What a worker did: jobs it ended (done or failed, stored) and jobs whose lease it lost (nothing stored)."""
+
+    finished: int = 0
+    lost: int = 0
+
+    def line(self) -> str:
+        text = f"worker finished {self.finished} job(s)"
+        if self.lost:
+            text += (f"; lost the lease of {self.lost} job(s) to another worker (their results were not stored: see "
+                     "each job's history)")
+        return text
+
+
+def work(store: Store, options: WorkerOptions, stop: threading.Event | None = None) -> WorkSummary:
+    """Run queued reproductions one at a time until stopped (or, with ``once``, until none is queued) -> what
+    was done. A database that does not answer (locked by a stopped process, unreachable) is said once and tried
+    again every ``poll_s``; with ``once``, for at most ``stale_after_s`` (then its StoreError)."""
+    from daybreak.leaderboard.store.database import StoreError
+
     say = options.log or (lambda m: print(f"daybreak: {m}", file=sys.stderr, flush=True))
     stop = stop or threading.Event()
     holder = worker_name()
-    finished = 0
+    summary = WorkSummary()
     waiting_said = False
+    unanswered_since: float | None = None
     try:
         while not stop.is_set():
-            if not store.acquire_lease(LEASE, holder, options.stale_after_s):
+            try:
+                job = _next_job(store, options, holder, say)
+            except StoreError as e:
+                now = time.monotonic()
+                if unanswered_since is None:
+                    unanswered_since = now
+                    say(f"{e}; trying again every {options.poll_s:g} s")
+                elif options.once and now - unanswered_since > options.stale_after_s:
+                    raise
+                stop.wait(options.poll_s)
+                continue
+            if unanswered_since is not None:
+                say("the database answers again")
+                unanswered_since = None
+            if job is _WAIT:
                 if not waiting_said:
                     say("another worker is running reproductions on this database; waiting")
                     waiting_said = True
+            if job is None or job is _WAIT:
                 if options.once:
-                    return finished
+                    return summary
                 stop.wait(options.poll_s)
                 continue
-            for job_id, status in store.requeue_stale(options.stale_after_s, options.max_attempts):
-                say(f"job {job_id}: its worker stopped; {'queued again' if status == 'queued' else 'failed'}")
-            job = store.claim_job(holder)
-            if job is None:
-                if options.once:
-                    return finished
-                stop.wait(options.poll_s)
-                continue
+            assert not isinstance(job, str)
             lease = store.lease_of(job)
             say(f"job {job.id}: reproducing entry {job.entry_id} (attempt {job.attempts}, lease {lease.number})")
-            run_job(store, lease, job.entry_id, options, holder, say)
-            finished += 1
-        return finished
+            ended = run_job(store, lease, job.entry_id, options, holder, say)
+            summary.finished += ended == "ended"
+            summary.lost += ended == "lost"
+        return summary
     finally:
         try:
             store.release_lease(LEASE, holder)
@@ -260,10 +316,24 @@ def work(store: Store, options: WorkerOptions, stop: threading.Event | None = No
             pass
 
 
+_WAIT = "wait"  # another worker holds the database's worker lease
+
+
+def _next_job(store: Store, options: WorkerOptions, holder: str, say: Callable[[str], None]) -> Job | str | None:
+    """The next job taken for this worker, None when none is queued, _WAIT when another worker runs jobs."""
+    if not store.acquire_lease(LEASE, holder, options.stale_after_s):
+        return _WAIT
+    for job_id, status in store.requeue_stale(options.stale_after_s, options.max_attempts):
+        say(f"job {job_id}: its worker stopped; {'queued again' if status == 'queued' else 'failed'}")
+    return store.claim_job(holder)
+
+
 def run_job(store: Store, lease: Lease, entry_id: int, options: WorkerOptions, holder: str,
-            say: Callable[[str], None]) -> None:
+            say: Callable[[str], None]) -> str:
     """One job under ``lease``: a heartbeat thread renews it (and the worker's lease on the database) every
-    ``heartbeat_s``; when the lease is found gone, the trials are stopped and the job's history says why."""
+    ``heartbeat_s``; when the lease is found gone, the trials are stopped and the job's history says why ->
+    "ended" (done or failed, stored), "lost" (the lease was lost: nothing stored) or "left" (the database failed:
+    the job is left to be requeued as stale)."""
     from daybreak.leaderboard.store.database import LeaseLost
 
     beat_stop, lost = threading.Event(), threading.Event()
@@ -286,38 +356,43 @@ def run_job(store: Store, lease: Lease, entry_id: int, options: WorkerOptions, h
                             cost_per_hour=options.cost_per_hour, python=options.python, log=say,
                             executor=options.executor, lease=lease, lost=lost)
         say(f"job {job_id}: done: {outcome.message}")
+        return "ended"
     except LeaseLost as e:
         _lost(store, lease, holder, str(e), say)
+        return "lost"
     except ReproduceError as e:
-        _end(store, lease, holder, "failed", str(e), say)
+        return _end(store, lease, holder, "failed", str(e), say)
     except KeyboardInterrupt:
         store.requeue(lease, "requeued: the worker was stopped during the job")
         raise
     except DaybreakError as e:  # the store itself: leave the job to be requeued as stale
-        say(f"job {job_id}: {e}")
+        say(f"job {job_id}: {e}; left to be queued again once its heartbeat is stale")
         time.sleep(min(options.poll_s, 5.0))
+        return "left"
     except Exception as e:  # noqa: BLE001 - a bug must not stop the queue; the job says what happened
-        _end(store, lease, holder, "failed", f"unexpected error: {type(e).__name__}: {one_line(str(e), 300)}", say)
+        return _end(store, lease, holder, "failed", f"unexpected error: {type(e).__name__}: {one_line(str(e), 300)}",
+                    say)
     finally:
         beat_stop.set()
         beater.join(timeout=5)
 
 
-def _end(store: Store, lease: Lease, holder: str, status: str, reason: str, say: Callable[[str], None]) -> None:
+def _end(store: Store, lease: Lease, holder: str, status: str, reason: str, say: Callable[[str], None]) -> str:
     from daybreak.leaderboard.store.database import LeaseLost
 
     try:
         store.finish_job(lease, status, reason)
         say(f"job {lease.job_id}: {status}: {reason}")
+        return "ended"
     except LeaseLost as e:
         _lost(store, lease, holder, f"{e} (it would have ended {status}: {one_line(reason, 120)})", say)
+        return "lost"
 
 
 def _lost(store: Store, lease: Lease, holder: str, detail: str, say: Callable[[str], None]) -> None:
     """Record in the job's history that this worker lost its lease and stored nothing (the job itself, now
     another worker's, is left as it is)."""
-    line = (f"lease {lease.number} lost by {holder}: {store.why_lost(lease)}; {detail}; this worker stopped its "
-            "trials and stored nothing")
+    line = f"lease {lease.number} lost by {holder}: {store.why_lost(lease)}; {detail}; this worker stored nothing"
     try:
         store.note_job(lease.job_id, line)
     except DaybreakError:

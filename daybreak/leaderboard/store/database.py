@@ -1,5 +1,5 @@
 """The leaderboard's store: validated entries and reproduction jobs, in SQLite (default) or PostgreSQL, via
-SQLAlchemy 2.
+SQLAlchemy 2. The tables are daybreak.leaderboard.store.schema; the job queue daybreak.leaderboard.store.jobs.
 
 The database is ``--db URL``, else ``$DAYBREAK_DB``, else a SQLite file in the user data directory
 (``platformdirs.user_data_dir("daybreak")/leaderboard.sqlite``). A bare path is taken as a SQLite file;
@@ -13,21 +13,24 @@ Lists read columns, never documents: the ranking columns (one per objective, the
 statistics) are columns of their own, and every list query selects exactly ``LIST_COLUMNS`` with a LIMIT, so a
 page of ten rows reads ten short rows however large the stored documents are.
 
-Reproduction jobs are taken under a lease (:class:`Lease`): every take of a job increments its lease number, and a
-worker changes the job, or stores its result, only in a transaction that checks it still holds that number (a
-fencing token): a worker that stopped, whose job was taken by another as stale, cannot store a second reproduction
-when it wakes up. Each entry has at most one active (queued or running) job, by construction: a unique partial
-index over the active jobs, on SQLite and on PostgreSQL alike; a request that loses the race to create it is
-answered with the job that won.
+Every write transaction that changes what the pages show raises a change counter in the same transaction
+(schema.Change: ``entries``, ``jobs``); :meth:`Store.changes` reads them in one query, so that a server's page
+cache can tell whether anything changed since it rendered a page, whichever process wrote.
+
+No one waits forever on a lock: a statement that waits longer than ``lock_timeout_s`` for one (SQLite's busy
+timeout; PostgreSQL's ``lock_timeout``) fails with a StoreError (a 503 on the server, a retry for the worker), and
+PostgreSQL ends a session left idle inside a transaction for ``idle_in_transaction_s`` (a process stopped between
+two statements of a transaction), releasing its locks. SQLite has no such timeout: a process stopped inside a write
+transaction holds the write lock until it continues or exits (readers are not held: WAL).
 
 Schema versions: 1 (daybreak before provenance), 2 (provenance, tie-break date, multi-run statistics,
 reproductions, jobs), 3 (energy: joules to target, joules per 10,000 examples and the kinds they cover), 4 (the
 structured system: accelerator type and count, CPU, framework name and version, cloud instance; attribution: code
 commit and recipe hash; the rule set of the time and an MLPerf entry's round, division and availability), 5 (jobs:
 lease numbers, their history and one active job per entry; the accelerator and framework names folded for the
-filters). Opening an older database upgrades it in place (new
-columns added and filled in from the stored documents, see :meth:`Store._migrate`); a database of a newer version is
-refused with a one-line message.
+filters), 6 (the change counters). Opening an older database upgrades it in place (new columns added and filled in
+from the stored documents, see :meth:`Store._migrate`); a database of a newer version is refused with a one-line
+message.
 """
 
 from __future__ import annotations
@@ -37,203 +40,38 @@ import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from datetime import datetime, time, timedelta, timezone
+from datetime import datetime, time
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import (
-    Column, ColumnElement, Double, DateTime, Index, Integer, SQLColumnExpression, String, Table, Text, and_, case,
-    create_engine, event, extract, func, inspect, or_, select, text, update,
+    Column, ColumnElement, SQLColumnExpression, and_, case, create_engine, event, extract, func, inspect, or_, select,
+    text, update,
 )
-from sqlalchemy.engine import CursorResult, Engine, make_url
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from daybreak.errors import DaybreakError
 from daybreak.leaderboard.ranking.query import BoardQuery
 from daybreak.leaderboard.ingest.text_rules import fold, nfc
 from daybreak.leaderboard.ingest.submission import (
-    MAX_FIELD_CHARS, MAX_SOURCE_CHARS, PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF, PROVENANCES,
-    Submission, one_line,
+    PROVENANCE_REPRODUCED, PROVENANCE_RUN, PROVENANCE_SELF, PROVENANCES, Submission, one_line,
+)
+from daybreak.leaderboard.store.jobs import JobQueue, Lease, LeaseLost
+from daybreak.leaderboard.store.schema import (
+    ACTIVE_JOB_INDEX, CHANGE_KINDS, DB_ENV, DB_FILE, ENERGY_COLUMNS, JOB_ACTIVE, KEY_COLUMNS, MAX_RANKED_VALUE,
+    REBUILD_HINT, SCHEMA_VERSION, SYSTEM_COLUMNS, Base, Change, Entry, Job, Meta, StoreError, _rowcount, _table,
+    now_utc, run_times,
 )
 
-DB_ENV = "DAYBREAK_DB"
-DB_FILE = "leaderboard.sqlite"
-SCHEMA_VERSION = 5
-MAX_RANKED_VALUE = 1e13  # above every bounded objective (time <= 3.6e9 s, cost <= 1e12 USD, energy <= 1e12 J);
-# excludes inf and NaN
-ENERGY_COLUMNS = ("train_energy_j", "inference_energy_10k_j")
-SYSTEM_COLUMNS = ("accelerator", "accelerator_count", "cpu", "framework_name", "framework_version", "cloud_instance",
-                  "code_commit", "recipe_sha256")  # schema 4, filled in from stored documents by _fill_systems
-KEY_COLUMNS = {"accelerator_key": "accelerator", "framework_key": "framework_name"}  # schema 5: key -> the named
-REBUILD_HINT = ("rebuild it: move the database away and run `daybreak leaderboard import` again on your "
-                "submissions")
+# the tables and the queue are re-exported: callers import them from here
+__all__ = ["ACTIVE_JOB_INDEX", "Base", "CHANGE_KINDS", "Change", "Changes", "DB_ENV", "DB_FILE", "ENERGY_COLUMNS",
+           "Entry", "Job", "JOB_ACTIVE", "KEY_COLUMNS", "Lease", "LeaseLost", "MAX_RANKED_VALUE", "Meta", "REBUILD_HINT",
+           "Ranked", "SCHEMA_VERSION", "SYSTEM_COLUMNS", "Store", "StoreError", "now_utc", "run_times"]
 
-
-class StoreError(DaybreakError):
-    """The leaderboard database cannot be opened or used."""
-
-
-class LeaseLost(DaybreakError):
-    """A worker's lease on a job is no longer the job's (it was taken again as stale, or finished by another
-    worker): nothing the worker does to the job or the leaderboard is stored any more."""
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A worker's hold on one job: the job's lease number when the worker took it (a fencing token)."""
-
-    job_id: int
-    number: int
-    worker: str
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Entry(Base):
-    __tablename__ = "daybreak_leaderboard_entries"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    content_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
-    kind: Mapped[str] = mapped_column(String(16), index=True)
-    task: Mapped[str] = mapped_column(String(32), index=True)
-    source_format: Mapped[str] = mapped_column(String(32))
-    source: Mapped[str] = mapped_column(String(MAX_SOURCE_CHARS))
-    submitter: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    model: Mapped[str] = mapped_column(String(MAX_FIELD_CHARS))
-    hardware: Mapped[str] = mapped_column(String(MAX_FIELD_CHARS))
-    framework: Mapped[str] = mapped_column(String(MAX_FIELD_CHARS))
-    author: Mapped[str] = mapped_column(String(MAX_FIELD_CHARS), default="")
-    author_email: Mapped[str] = mapped_column(String(MAX_FIELD_CHARS), default="")
-    code_url: Mapped[str] = mapped_column(String(MAX_FIELD_CHARS), default="")
-    submitted_at: Mapped[datetime] = mapped_column(DateTime, index=True)
-    imported_at: Mapped[datetime] = mapped_column(DateTime)
-    metric: Mapped[str] = mapped_column(String(16))
-    target: Mapped[float] = mapped_column(Double)
-    accuracy: Mapped[float] = mapped_column(Double)
-    accuracy_unit: Mapped[str] = mapped_column(String(16))
-    time_to_target_s: Mapped[float | None] = mapped_column(Double, nullable=True)
-    epochs_to_target: Mapped[float | None] = mapped_column(Double, nullable=True)
-    cost_per_hour: Mapped[float | None] = mapped_column(Double, nullable=True)
-    train_cost_usd: Mapped[float | None] = mapped_column(Double, nullable=True)
-    latency_ms: Mapped[float | None] = mapped_column(Double, nullable=True)
-    cost_per_example_usd: Mapped[float | None] = mapped_column(Double, nullable=True)
-    inference_cost_10k_usd: Mapped[float | None] = mapped_column(Double, nullable=True)
-    curve_json: Mapped[str] = mapped_column(Text, default="[]")  # [[hours, accuracy fraction, epoch|null], ...]
-    tsv_columns_json: Mapped[str] = mapped_column(Text, default="[]")
-    document_json: Mapped[str] = mapped_column(Text)  # the submitted JSON
-    notes_json: Mapped[str] = mapped_column(Text, default="[]")
-    # --- schema 2 (added to a version-1 table by _migrate, hence nullable at the database level) ------------
-    provenance: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True, default=PROVENANCE_SELF)
-    provenance_detail: Mapped[str | None] = mapped_column(String(300), nullable=True, default="")
-    ranked_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # ties: the earlier one first
-    runs_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    runs_reached: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    runs_cv: Mapped[float | None] = mapped_column(Double, nullable=True)
-    run_times_json: Mapped[str | None] = mapped_column(Text, nullable=True)  # the reached runs' times, seconds
-    reproduction_of: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
-    reproduced_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    reproduction_ratio: Mapped[float | None] = mapped_column(Double, nullable=True)  # reproduction / original
-    reproduction_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # reproduced|not-reproduced
-    # --- schema 3 (added to older tables by _migrate and filled in from the stored documents) ---------------------
-    train_energy_j: Mapped[float | None] = mapped_column(Double, nullable=True)  # joules to target (DAWNBench clock)
-    inference_energy_10k_j: Mapped[float | None] = mapped_column(Double, nullable=True)  # batch 1, per 10,000
-    energy_covers: Mapped[str | None] = mapped_column(String(64), nullable=True)  # e.g. "gpu+cpu_package"
-    # --- schema 4 (added to older tables by _migrate; the system columns filled in from the stored documents) ------
-    accelerator: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
-    accelerator_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    cpu: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    framework_name: Mapped[str | None] = mapped_column(String(50), nullable=True, index=True)
-    framework_version: Mapped[str | None] = mapped_column(String(50), nullable=True)
-    cloud_instance: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    code_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    recipe_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    clock_rules: Mapped[str | None] = mapped_column(String(16), nullable=True, default="dawnbench")
-    mlperf_round: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    division: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    availability: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    # --- schema 5 (added to older tables by _migrate and filled in from the columns above) ------------------------
-    # the accelerator and framework names as the board's filters compare them (text_rules.fold: NFKC, case folded,
-    # no invisible characters), so that "ＰｙＴｏｒｃｈ", "pytorch" and "PyTorch" are one filter
-    accelerator_key: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
-    framework_key: Mapped[str | None] = mapped_column(String(50), nullable=True, index=True)
-
-    @property
-    def curve(self) -> list[list[float | None]]:
-        points: list[list[float | None]] = json.loads(self.curve_json or "[]")
-        return points
-
-    @property
-    def document(self) -> Any:
-        return json.loads(self.document_json)
-
-    @property
-    def notes(self) -> list[str]:
-        notes: list[str] = json.loads(self.notes_json or "[]")
-        return notes
-
-    @property
-    def tsv_columns(self) -> list[str]:
-        columns: list[str] = json.loads(self.tsv_columns_json or "[]")
-        return columns
-
-    @property
-    def run_times(self) -> list[float]:
-        return run_times(self)
-
-
-Index("ix_daybreak_leaderboard_entries_task_ranked", Entry.task, Entry.ranked_at)
-
-
-class Job(Base):
-    """A reproduction for the worker: queued -> running -> done | failed (with its reason)."""
-
-    __tablename__ = "daybreak_leaderboard_jobs"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    entry_id: Mapped[int] = mapped_column(Integer, index=True)
-    status: Mapped[str] = mapped_column(String(16), index=True)  # queued, running, done, failed
-    reason: Mapped[str] = mapped_column(Text, default="")
-    requested_by: Mapped[str] = mapped_column(String(100), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime)
-    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str] = mapped_column(String(200), default="")
-    result_entry_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    run_dir: Mapped[str] = mapped_column(String(1000), default="")
-    # --- schema 5 (added to older tables by _migrate_jobs) --------------------------------------------------------
-    lease: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)  # +1 at every take
-    history: Mapped[str | None] = mapped_column(Text, nullable=True, default="")  # one line per event
-
-    @property
-    def history_lines(self) -> list[str]:
-        return [line for line in (self.history or "").splitlines() if line]
-
-
-JOB_ACTIVE = ("queued", "running")
-# One active job per entry, by construction (the same partial unique index on SQLite and PostgreSQL).
-ACTIVE_JOB_INDEX = Index("uq_daybreak_leaderboard_jobs_active_entry", Job.entry_id, unique=True,
-                         sqlite_where=Job.status.in_(JOB_ACTIVE), postgresql_where=Job.status.in_(JOB_ACTIVE))
-MAX_HISTORY_LINE = 300
-
-
-class Meta(Base):
-    __tablename__ = "daybreak_leaderboard_meta"
-
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(String(400), default="")
-    updated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
-
-
-def _history_line(text: str, when: datetime | None = None) -> str:
-    """One line of a job's history: ``2026-01-02T03:04:05Z text``."""
-    stamp = (when or now_utc()).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{stamp} {one_line(text, MAX_HISTORY_LINE)}\n"
+LOCK_TIMEOUT_S = 10.0  # the longest a statement waits for a lock (then StoreError: a 503, or the worker retries)
+IDLE_IN_TRANSACTION_S = 30.0  # PostgreSQL ends a session idle inside a transaction this long (its locks released)
 
 
 def _json_or_none(value: Any) -> str | None:
@@ -279,21 +117,6 @@ LIST_COLUMNS = (
     "division", "availability",
 )
 _LIST = [getattr(Entry, c) for c in LIST_COLUMNS]
-
-
-def run_times(entry: Any) -> list[float]:
-    raw = getattr(entry, "run_times_json", None)
-    if not raw:
-        return []
-    try:
-        values = json.loads(raw)
-    except ValueError:
-        return []
-    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def default_db_url() -> str:
@@ -342,19 +165,6 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
-
-
-def _table(model: type[Base]) -> Table:
-    """A mapped class's Table (DeclarativeBase declares ``__table__`` as any FromClause)."""
-    table = model.__table__
-    assert isinstance(table, Table)
-    return table
-
-
-def _rowcount(result: object) -> int:
-    """Rows an UPDATE changed (Session.execute declares a Result; a DML statement's is a CursorResult)."""
-    assert isinstance(result, CursorResult)
-    return result.rowcount
 
 
 @dataclass
@@ -441,27 +251,50 @@ def _prov_rank(p: str | None) -> int:
     return PROVENANCES.index(p) if p in PROVENANCES else len(PROVENANCES)
 
 
-class Store:
+@dataclass(frozen=True)
+class Changes:
+    """The change counters (schema.Change) as one read saw them: what a cached page was made from."""
+
+    numbers: tuple[int, ...]  # one per CHANGE_KINDS
+    changed_at: datetime | None  # the latest change of any kind
+
+    def of(self, *kinds: str) -> tuple[int, ...]:
+        return tuple(self.numbers[CHANGE_KINDS.index(k)] for k in kinds)
+
+
+def _postgresql_timeouts(lock_timeout_s: float, idle_in_transaction_s: float) -> Callable[..., None]:
+    """A ``do_connect`` listener: the session's lock and idle-in-transaction timeouts as startup options, added to
+    any ``options`` the URL already gives (a ``search_path``)."""
+    def add(dialect: Any, conn_rec: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+        ours = (f"-c lock_timeout={max(1, int(lock_timeout_s * 1000))} "
+                f"-c idle_in_transaction_session_timeout={max(1, int(idle_in_transaction_s * 1000))}")
+        cparams["options"] = f"{cparams.get('options', '')} {ours}".strip()
+    return add
+
+
+class Store(JobQueue):
     """The leaderboard database. ``create=True`` (import, serve) makes what is missing: the SQLite file's folder,
     the file, the tables. ``create=False`` (the commands that only read or add to an existing leaderboard: show,
     export, score, reproduce, worker) opens a database that already holds a leaderboard and creates nothing: a
     missing SQLite file, or a database without the leaderboard's tables, is a one-line StoreError naming it (a
     mistyped ``--db`` path must not leave an empty leaderboard behind). Either way an older schema is upgraded in
-    place."""
+    place. ``lock_timeout_s``/``idle_in_transaction_s``: see the module docstring."""
 
-    def __init__(self, url: str | None = None, *, create: bool = True):
+    def __init__(self, url: str | None = None, *, create: bool = True, lock_timeout_s: float = LOCK_TIMEOUT_S,
+                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S):
         from pathlib import Path
 
         self.url = normalize_url(url)
         self.display_url = safe_url(self.url)
         self.migrated: list[str] = []  # what opening the database upgraded (one line each)
+        self.listeners: list[Callable[[], None]] = []  # called after each committed write that changed something
         try:
             parsed = make_url(self.url)
         except (ArgumentError, ValueError):
             raise StoreError(f"not a database URL: {self.display_url}") from None
         kwargs: dict[str, Any] = {"future": True}
         if parsed.get_backend_name() == "sqlite":
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": lock_timeout_s}
             database = parsed.database or ""
             if database in ("", ":memory:"):
                 kwargs["poolclass"] = StaticPool
@@ -480,6 +313,8 @@ class Store:
             self.engine: Engine = create_engine(self.url, **kwargs)
         except (ArgumentError, ImportError, SQLAlchemyError) as e:
             raise StoreError(f"cannot use database {self.display_url}: {_brief(e)}") from None
+        if parsed.get_backend_name() == "postgresql":
+            event.listen(self.engine, "do_connect", _postgresql_timeouts(lock_timeout_s, idle_in_transaction_s))
         if not create:
             self._require_leaderboard()
         if parsed.get_backend_name() == "sqlite" and "poolclass" not in kwargs:
@@ -518,16 +353,36 @@ class Store:
             raise self._unavailable("read", e) from None
 
     @contextmanager
-    def _writing(self, *, let: tuple[type[BaseException], ...] = ()) -> Iterator[Session]:
+    def _writing(self, *, let: tuple[type[BaseException], ...] = (), changed: Sequence[str] = ()
+                 ) -> Iterator[Session]:
         """A session in one transaction (committed on leaving, rolled back on an error); any database failure is
-        one StoreError ("cannot write to URL: why"), except the classes in ``let``, which the caller handles."""
+        one StoreError ("cannot write to URL: why"), except the classes in ``let``, which the caller handles.
+        ``changed``: the kinds of data (CHANGE_KINDS) the transaction changes: their counters are raised as its
+        last statements (in one order, so that two transactions never wait on each other's counters), and the
+        listeners are called once it is committed."""
         try:
             with self._sessions() as session, session.begin():
                 yield session
+                now = now_utc()
+                for kind in sorted(changed):
+                    session.execute(update(Change).where(Change.name == kind).values(
+                        number=Change.number + 1, changed_at=now).execution_options(synchronize_session=False))
         except let:
             raise
         except SQLAlchemyError as e:
             raise self._unavailable("write to", e) from None
+        if changed:
+            for listener in list(self.listeners):
+                listener()
+
+    def changes(self) -> Changes:
+        """The change counters, in one query (a page cache compares them with those its page was made from)."""
+        with self._reading() as session:
+            rows = dict((name, (number, at)) for name, number, at in session.execute(
+                select(Change.name, Change.number, Change.changed_at).limit(len(CHANGE_KINDS))))
+        stamps = [at for _, at in rows.values() if at is not None]
+        return Changes(tuple(int(rows.get(kind, (0, None))[0] or 0) for kind in CHANGE_KINDS),
+                       max(stamps) if stamps else None)
 
     # -- schema --------------------------------------------------------------------------------------------
 
@@ -549,6 +404,8 @@ class Store:
         insp = inspect(self.engine)
         table = Entry.__tablename__
         had_jobs = insp.has_table(Job.__tablename__)
+        had_changes = insp.has_table(Change.__tablename__)
+        had_entries = insp.has_table(table)
         if insp.has_table(Meta.__tablename__):
             with self.engine.connect() as conn:
                 stored = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
@@ -571,6 +428,7 @@ class Store:
             except SQLAlchemyError as e:
                 raise StoreError(f"{self.display_url}: the jobs table could not be upgraded to schema v5 "
                                  f"({_brief(e)}); {REBUILD_HINT}") from None
+        self._count_changes(had_entries and not had_changes)
         try:
             with self.engine.begin() as conn:
                 if conn.execute(select(Meta.key).where(Meta.key == "schema_version")).scalar() is None:
@@ -581,6 +439,19 @@ class Store:
                                  .values(value=str(SCHEMA_VERSION), updated_at=now_utc()))
         except IntegrityError:
             pass  # another process wrote it first
+
+    def _count_changes(self, upgraded: bool) -> None:
+        """Schema 6: a counter row for each kind of change (schema.Change), made where it is missing."""
+        for kind in CHANGE_KINDS:
+            try:
+                with self.engine.begin() as conn:
+                    if conn.execute(select(Change.name).where(Change.name == kind)).scalar() is None:
+                        conn.execute(_table(Change).insert().values(name=kind, number=0, changed_at=now_utc()))
+            except IntegrityError:
+                pass  # another process made it first
+        if upgraded and not self.migrated:
+            self.migrated.append(f"upgraded the leaderboard database to schema v{SCHEMA_VERSION} (change counters "
+                                 "for the server's page cache)")
 
     def _migrate_jobs(self) -> None:
         """Schema 5 on a jobs table made before it: the lease and history columns (a job's lease number starts at
@@ -780,7 +651,7 @@ class Store:
             return existing, False
         entry = self._entry(sub)
         try:
-            with self._writing(let=(IntegrityError,)) as session:
+            with self._writing(let=(IntegrityError,), changed=("entries",)) as session:
                 session.add(entry)
             return entry.id, True
         except IntegrityError:
@@ -794,7 +665,7 @@ class Store:
     def _raise_provenance(self, entry_id: int, sub: Submission) -> None:
         if sub.provenance == PROVENANCE_SELF:
             return
-        with self._writing() as session:
+        with self._writing(changed=("entries",)) as session:
             current = session.scalar(select(Entry.provenance).where(Entry.id == entry_id))
             if _prov_rank(sub.provenance) < _prov_rank(current):
                 session.execute(update(Entry).where(Entry.id == entry_id).values(
@@ -811,7 +682,7 @@ class Store:
         sub.provenance = PROVENANCE_REPRODUCED
         sub.reproduction_of = original_id
         sub.check_numbers()
-        with self._writing() as session:
+        with self._writing(changed=("entries", "jobs") if lease is not None else ("entries",)) as session:
             original = session.get(Entry, original_id)
             if original is None:
                 raise StoreError(f"entry {original_id} is gone")
@@ -846,7 +717,7 @@ class Store:
         """A reproduction that did not reach the target (and stored no row): the original says so, unless an
         earlier reproduction did reach it. ``lease``: the worker's job, finished ``done`` with ``reason`` in the
         same transaction (nothing is written unless the lease is still the job's)."""
-        with self._writing() as session:
+        with self._writing(changed=("entries", "jobs") if lease is not None else ("entries",)) as session:
             session.execute(update(Entry).where(Entry.id == entry_id, or_(
                 Entry.reproduction_status.is_(None), Entry.reproduction_status != "reproduced"))
                 .values(reproduction_status="not-reproduced"))
@@ -951,10 +822,16 @@ class Store:
             return [_row(r) for r in session.execute(select(*_LIST).where(Entry.id.in_(list(ids)))
                                                      .order_by(Entry.id))]
 
-    def reproductions_of(self, entry_id: int) -> list[SimpleNamespace]:
+    def reproductions_of(self, entry_id: int, limit: int | None = None) -> list[SimpleNamespace]:
+        """The host's reproductions of an entry, in the order they were stored (``limit``: the latest so many)."""
+        q = select(*_LIST).where(Entry.reproduction_of == entry_id).order_by(Entry.id.desc())
         with self._reading() as session:
-            return [_row(r) for r in session.execute(select(*_LIST).where(Entry.reproduction_of == entry_id)
-                                                     .order_by(Entry.id))]
+            rows = [_row(r) for r in session.execute(q.limit(limit) if limit is not None else q)]
+        return rows[::-1]
+
+    def count_reproductions(self, entry_id: int) -> int:
+        with self._reading() as session:
+            return int(session.scalar(select(func.count(Entry.id)).where(Entry.reproduction_of == entry_id)) or 0)
 
     def all_reproductions(self) -> dict[int, list[SimpleNamespace]]:
         """original id -> its reproduction rows (one query; for the static export)."""
@@ -968,161 +845,6 @@ class Store:
     def iter_ids(self) -> Iterator[int]:
         with self._reading() as session:
             yield from session.scalars(select(Entry.id).order_by(Entry.id))
-
-    # -- reproduction jobs -----------------------------------------------------------------------------------
-
-    def enqueue(self, entry_id: int, requested_by: str = "") -> tuple[Job, bool]:
-        """Queue a reproduction of ``entry_id`` -> (job, created); an active job of the entry is returned as is.
-        Concurrent callers make one job: the unique index over active jobs refuses every insert but one, and the
-        others read the job that won."""
-        for _ in range(10):
-            with self._reading() as session:
-                active = session.scalar(select(Job).where(Job.entry_id == entry_id, Job.status.in_(JOB_ACTIVE))
-                                        .order_by(Job.id).limit(1))
-            if active is not None:
-                return active, False
-            job = Job(entry_id=entry_id, status="queued", reason="", requested_by=requested_by[:100],
-                      created_at=now_utc(), attempts=0, worker="", run_dir="", lease=0,
-                      history=_history_line(f"queued by {requested_by or 'an unnamed requester'}"))
-            try:
-                with self._writing(let=(IntegrityError,)) as session:
-                    session.add(job)
-                return job, True
-            except IntegrityError:
-                continue  # another request queued it between our look-up and our insert: read theirs
-        raise StoreError(f"cannot write to {self.display_url}: the job of entry {entry_id} kept changing")
-
-    def get_job(self, job_id: int) -> Job | None:
-        with self._reading() as session:
-            return session.get(Job, job_id)
-
-    def jobs(self, entry_id: int | None = None, status: str | None = None, limit: int = 100) -> list[Job]:
-        with self._reading() as session:
-            q = select(Job).order_by(Job.id.desc()).limit(limit)
-            if entry_id is not None:
-                q = q.where(Job.entry_id == entry_id)
-            if status is not None:
-                q = q.where(Job.status == status)
-            return list(session.scalars(q))
-
-    def claim_job(self, worker: str) -> Job | None:
-        """The oldest queued job, marked running for ``worker`` under a new lease number (an atomic
-        compare-and-set: two workers never take the same job, and every take has its own number) -> the job (its
-        ``lease`` is the worker's), or None when nothing is queued."""
-        for _ in range(20):
-            with self._writing() as session:
-                job_id = session.scalar(select(Job.id).where(Job.status == "queued").order_by(Job.id).limit(1))
-                if job_id is None:
-                    return None
-                now = now_utc()
-                number = func.coalesce(Job.lease, 0) + 1
-                done = session.execute(update(Job).where(Job.id == job_id, Job.status == "queued").values(
-                    status="running", started_at=now, heartbeat_at=now, worker=worker[:200],
-                    attempts=Job.attempts + 1, lease=number,
-                    history=func.coalesce(Job.history, "") + _history_line(f"taken by {worker}", now)))
-                if _rowcount(done) == 1:
-                    job = session.get(Job, job_id)
-                    session.refresh(job)
-                    return job
-        return None
-
-    def lease_of(self, job: Job) -> Lease:
-        return Lease(job.id, int(job.lease or 0), job.worker)
-
-    def _holds(self, lease: Lease) -> Any:
-        """The SQL condition that ``lease`` is still the job's: the same lease number, the job still running."""
-        return and_(Job.id == lease.job_id, Job.lease == lease.number, Job.status == "running")
-
-    def heartbeat(self, lease: Lease) -> bool:
-        """Renew ``lease`` -> False when it is not the job's any more (taken again as stale, or finished)."""
-        with self._writing() as session:
-            done = session.execute(update(Job).where(self._holds(lease)).values(heartbeat_at=now_utc()))
-            return _rowcount(done) == 1
-
-    def why_lost(self, lease: Lease) -> str:
-        """What became of a lost lease's job, for the worker's record: "job 3 is now lease 2, running for W"."""
-        job = self.get_job(lease.job_id)
-        if job is None:
-            return f"job {lease.job_id} is gone"
-        holder = f" for {job.worker}" if job.worker and job.worker != lease.worker else ""
-        return (f"job {job.id} is now lease {job.lease}, {job.status}{holder}"
-                + (" (taken again as stale: no heartbeat from this worker)" if (job.lease or 0) > lease.number else ""))
-
-    def note_job(self, job_id: int, line: str) -> None:
-        """Append one line to a job's history (whoever holds it: the line only records what happened)."""
-        with self._writing() as session:
-            session.execute(update(Job).where(Job.id == job_id).values(
-                history=func.coalesce(Job.history, "") + _history_line(line)))
-
-    def finish_job(self, lease: Lease, status: str, reason: str = "", result_entry_id: int | None = None,
-                   run_dir: str = "") -> None:
-        """End the job held by ``lease`` (``done`` or ``failed``, with the reason); LeaseLost if it is not."""
-        with self._writing() as session:
-            self._finish(session, lease, status, reason, result_entry_id, run_dir)
-
-    def requeue(self, lease: Lease, reason: str) -> bool:
-        """Give the job held by ``lease`` back to the queue (its worker is stopping) -> False if it was not held."""
-        with self._writing() as session:
-            return _rowcount(session.execute(update(Job).where(self._holds(lease)).values(
-                status="queued", reason=one_line(reason, 1000),
-                history=func.coalesce(Job.history, "") + _history_line(f"lease {lease.number}: {reason}"))
-            )) == 1
-
-    def _finish(self, session: Any, lease: Lease, status: str, reason: str, result_entry_id: int | None,
-                run_dir: str = "") -> None:
-        """Inside a write transaction: the job's end, only while ``lease`` holds it (else LeaseLost, and the
-        caller's transaction is rolled back with everything else it wrote)."""
-        line = f"lease {lease.number}: {status}" + (f": {reason}" if reason else "")
-        done = session.execute(update(Job).where(self._holds(lease)).values(
-            status=status, reason=one_line(reason, 1000), result_entry_id=result_entry_id, finished_at=now_utc(),
-            run_dir=one_line(run_dir, 1000), history=func.coalesce(Job.history, "") + _history_line(line)))
-        if done.rowcount != 1:
-            raise LeaseLost(f"job {lease.job_id}: lease {lease.number} is not the job's any more")
-
-    def requeue_stale(self, stale_after_s: float, max_attempts: int) -> list[tuple[int, str]]:
-        """Running jobs whose worker stopped (no heartbeat for ``stale_after_s``): queued again, or failed after
-        ``max_attempts`` -> [(job id, new status)]. The stopped worker's lease number stays behind: the next take
-        gets a higher one, and the stopped worker, if it wakes up, finds its number is not the job's."""
-        limit = now_utc() - timedelta(seconds=stale_after_s)
-        out = []
-        with self._writing() as session:
-            stale = list(session.scalars(select(Job).where(Job.status == "running", or_(
-                Job.heartbeat_at.is_(None), Job.heartbeat_at < limit))))
-            for job in stale:
-                beat = "no heartbeat" if job.heartbeat_at is None else \
-                    f"no heartbeat for {(now_utc() - job.heartbeat_at).total_seconds():.0f} s"
-                if job.attempts >= max_attempts:
-                    job.status, job.finished_at = "failed", now_utc()
-                    job.reason = (f"the worker stopped during this job {job.attempts} times (last: "
-                                  f"{job.worker}); not retried")
-                else:
-                    job.status, job.reason = "queued", f"requeued: worker {job.worker} stopped during the job"
-                job.history = (job.history or "") + _history_line(
-                    f"lease {job.lease}: {beat} from {job.worker}: {job.status}")
-                out.append((job.id, job.status))
-        return out
-
-    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
-        """A named lease in the meta table (compare-and-set): one worker runs reproductions at a time on the
-        host. Held until released or not renewed for ``ttl_s``; the holder renews it by acquiring it again."""
-        key = f"lease:{name}"[:64]
-        now = now_utc()
-        try:
-            with self._writing(let=(IntegrityError,)) as session:
-                if session.get(Meta, key) is None:
-                    session.add(Meta(key=key, value="", updated_at=now - timedelta(seconds=ttl_s + 1)))
-        except IntegrityError:
-            pass  # another worker created it first
-        with self._writing() as session:
-            done = session.execute(update(Meta).where(Meta.key == key, or_(
-                Meta.value == holder, Meta.value == "", Meta.updated_at < now - timedelta(seconds=ttl_s)))
-                .values(value=holder[:400], updated_at=now))
-            return _rowcount(done) == 1
-
-    def release_lease(self, name: str, holder: str) -> None:
-        key = f"lease:{name}"[:64]
-        with self._writing() as session:
-            session.execute(update(Meta).where(Meta.key == key, Meta.value == holder).values(value=""))
 
     def close(self) -> None:
         self.engine.dispose()

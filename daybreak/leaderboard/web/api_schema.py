@@ -25,7 +25,7 @@ from daybreak.leaderboard.ranking.query import (
 )
 from daybreak.leaderboard.web.limits import MAX_REQUEST_BYTES
 
-API_VERSION = "1.0.0"
+API_VERSION = "1.1.0"  # 1.1: 304 (ETag), 429 (per-client budgets), Link
 TITLE = "daybreak leaderboard"
 MAX_TOP = 1000  # rows one API call returns at most
 DEFAULT_TOP = 100
@@ -40,8 +40,10 @@ The leaderboard's JSON API and pages. Every error of the API is one JSON object,
 `Error`); a page (`/`, `/tasks/...`, `/entries/...`) answers its own errors as a short HTML page. Uploads
 (`POST /api/submissions`) and reproduction requests need a submitter token from the host:
 `Authorization: Bearer TOKEN`. Limits: a request body of at most {MAX_REQUEST_BYTES:,} bytes by default (413), a
-request head of at most 16 KiB (431), a body sent within 30 s (408); too many connections from one address or in all
-get a 503 with `Retry-After` (the last as plain text: the HTTP server's own answer). Integer parameters are ASCII
+request head of at most 16 KiB (431), a body sent within 30 s (408); a client (an address, or an IPv6 /64) that
+sends more requests a second, or takes more of the server's time, than its share gets a 429 with `Retry-After`,
+and too many connections from one client or in all a 503 with `Retry-After`. A page or answer that has not
+changed since the `ETag` a client sends in `If-None-Match` is a 304 without a body. Integer parameters are ASCII
 digits within their bounds; a parameter sent empty (`?sort=`) takes its default, as a form's empty fields do.
 A board's filters intersect: an empty range (`min_count=9&max_count=8`) is a board with no rows.
 This document is served at `/openapi.json` and as a page at `/docs`; `info.version` is the API's version."""
@@ -374,14 +376,17 @@ WHY = {
     415: "a body that is neither a form (multipart/form-data, urlencoded) nor application/json",
     422: "a submission the leaderboard refuses: the message names the field and why; nothing is stored",
     431: "the request head (request line and headers) is over 16 KiB",
+    429: "your address (an IPv6 /64) sent more requests a second, or took more of the server's time, than its "
+         "share, or sends too many bodies at once: try again after Retry-After seconds",
     503: "the database cannot be reached, or too many connections (from your address, or in all): try again after "
          "Retry-After seconds",
 }
 _HEADERS: dict[int, dict[str, Any]] = {
     401: {"WWW-Authenticate": {"description": "Bearer", "required": True, "schema": {"type": "string"}}},
+    429: {"Retry-After": {"description": "seconds to wait", "required": True, "schema": {"type": "string"}}},
     503: {"Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}}},
 }
-COMMON = (400, 408, 413, 431, 503)  # the limits every request is held to, before any route
+COMMON = (400, 408, 413, 429, 431, 503)  # the limits every request is held to, before any route
 
 
 def responses(ok: dict[int | str, dict[str, Any]], *codes: int, page: bool = False,
@@ -395,8 +400,6 @@ def responses(ok: dict[int | str, dict[str, Any]], *codes: int, page: bool = Fal
         if page and code in (400, 404, 503):
             content = {**_HTML, **(_ERROR_JSON if code != 404 else {})}
         answer: dict[str, Any] = {"description": (why or {}).get(code, WHY[code]), "content": content}
-        if code == 503:
-            content["text/plain"] = {"schema": {"type": "string"}}
         if code in _HEADERS:
             answer["headers"] = _HEADERS[code]
         out[code] = answer
@@ -407,9 +410,21 @@ def ok_json(model: Any, description: str, code: int = 200, **extra: Any) -> dict
     return {code: {"model": model, "description": description, **extra}}
 
 
-OK_HTML: dict[int | str, dict[str, Any]] = {200: {"description": "the page", "content": _HTML}}
+# a GET answered from the page cache: its validators, and a 304 when the client's still hold
+VALIDATORS = {"ETag": {"description": "the answer's entity tag (a hash of its body)", "schema": {"type": "string"}},
+              "Last-Modified": {"description": "when the data it shows last changed", "schema": {"type": "string"}}}
+NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
+    304: {"description": "not modified: the ETag sent in If-None-Match (or the If-Modified-Since date) still holds",
+          "headers": VALIDATORS}}
+
+
+OK_HTML: dict[int | str, dict[str, Any]] = {200: {"description": "the page", "content": _HTML, "headers": VALIDATORS},
+                                             **NOT_MODIFIED}
 TOTAL_COUNT = {"X-Total-Count": {"description": "rows the board's filters keep, all pages together", "required": True,
-                                 "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
+                                 "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+               "Link": {"description": "the first, previous and next pages (RFC 8288: rel=first, prev, next)",
+                        "schema": {"type": "string"}},
+               **VALIDATORS}
 ENTRY_LINK = {"GetEntry": {"operationId": "get_entry", "parameters": {"entry_id": "$response.body#/id"},
                            "description": "the stored entry"}}
 FIRST_ROW_LINK = {"GetEntry": {"operationId": "get_entry", "parameters": {"entry_id": "$response.body#/0/entry_id"},

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +25,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from daybreak.errors import ConfigError
 from daybreak.version import __version__
-from daybreak.fileio import atomic_write_text
 from daybreak.leaderboard.web import boardpage
 from daybreak.leaderboard.web.plot import curve_svg
 from daybreak.leaderboard.ranking.query import (
@@ -45,6 +43,7 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 INDEX_TOP = 10
 PAGE_ROWS = 100  # rows per page of a full table on the server
+MAX_REPRODUCTIONS = 20  # an entry page on the server lists its latest reproductions (the export lists all)
 
 Link = boardpage.Link
 
@@ -144,13 +143,42 @@ def entry_json(entry: Any) -> dict[str, Any]:
 
 
 def job_json(job: Any) -> dict[str, Any]:
+    """A job as the public sees it (the API, the entry page): without internal names. Who asked is "a submitter"
+    (a token's name is the host's) or "the host"; each worker that took the job is "worker 1", "worker 2", ... in
+    the order they took it, in its history and reason (a worker's name is its host, process id and a random tag)."""
     def iso(t: datetime | None) -> str | None:
         return None if t is None else t.isoformat()
 
-    return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": job.reason,
-            "requested_by": job.requested_by, "created_at": iso(job.created_at), "started_at": iso(job.started_at),
+    public = _public_names(job)
+
+    def clean(text: str) -> str:
+        for name, alias in public:
+            text = text.replace(name, alias)
+        return text
+
+    return {"id": job.id, "entry_id": job.entry_id, "status": job.status, "reason": clean(job.reason or ""),
+            "requested_by": "the host" if job.requested_by in ("", "cli") else "a submitter",
+            "created_at": iso(job.created_at), "started_at": iso(job.started_at),
             "finished_at": iso(job.finished_at), "attempts": job.attempts, "lease": job.lease or 0,
-            "history": job.history_lines, "result_entry_id": job.result_entry_id, "url": f"/api/jobs/{int(job.id)}"}
+            "history": [clean(line) for line in job.history_lines], "result_entry_id": job.result_entry_id,
+            "url": f"/api/jobs/{int(job.id)}"}
+
+
+def _public_names(job: Any) -> list[tuple[str, str]]:
+    """(internal name, public alias), longest names first: the workers named in the job's "taken by" lines (and
+    its current worker), and who queued it."""
+    workers: list[str] = []
+    for line in job.history_lines:
+        _, _, event = line.partition(" ")
+        if event.startswith("taken by ") and event[9:] not in workers:
+            workers.append(event[9:])
+    if job.worker and job.worker not in workers:
+        workers.append(job.worker)
+    names = [(name, f"worker {i}") for i, name in enumerate(workers, 1) if name]
+    if job.requested_by:
+        names.append((f"queued by {job.requested_by}",
+                      "queued by " + ("the host" if job.requested_by == "cli" else "a submitter")))
+    return sorted(names, key=lambda pair: -len(pair[0]))
 
 
 def _finite(value: float | None) -> float | None:
@@ -234,8 +262,11 @@ class Site:
                             axis=None if percent else label)
         document = entry.document
         runs = document.get("runs") if entry.source_format == FORMAT_REPEAT and isinstance(document, dict) else None
-        if reproductions is None:
-            reproductions = self.store.reproductions_of(entry.id)
+        reproductions_total = None  # all of them are listed
+        if reproductions is None:  # the server's page: the latest MAX_REPRODUCTIONS, and how many in all
+            reproductions = self.store.reproductions_of(entry.id, limit=MAX_REPRODUCTIONS)
+            if len(reproductions) == MAX_REPRODUCTIONS:
+                reproductions_total = self.store.count_reproductions(entry.id)
         original = None
         if entry.reproduction_of is not None:
             listed = self.store.list_rows([entry.reproduction_of]) if ranks is None else []
@@ -250,7 +281,8 @@ class Site:
             "rules": rules_of(entry, entry.clock_rules or "dawnbench"),
             "document_text": json.dumps(document, indent=2, ensure_ascii=False),
             "hms": format_hms, "runs": runs, "reproductions": reproductions, "original": original,
-            "jobs": jobs or [], "reproducible": reproducible_reason(entry),
+            "reproductions_total": reproductions_total,
+            "jobs": [job_json(j) for j in jobs or []], "reproducible": reproducible_reason(entry),
             "accuracy_significance": next((n for n in entry.notes if n.startswith("final accuracy: ")), None),
             "acc": (lambda a: f"{a * 100:.2f}") if percent else (lambda a: f"{a:.4f}"),
         }
@@ -305,77 +337,6 @@ class Site:
 
         return self._render("api.html", server_link, info=document["info"], openapi=document["openapi"],
                             operations=operations(document), components=component_fields(document))
-
-    # -- static export -------------------------------------------------------------------------------------
-
-    def export(self, folder: Path) -> int:
-        """Write the whole site as static files under ``folder``; returns the number of files written. A symbolic
-        link anywhere in the output tree is refused before anything is written (ConfigError naming it).
-
-        Linear in the entries: each board is read once (columns only) and gives every entry's rank on it; a board
-        with rows then gets its sorted and filtered pages (boardpage.static_variants), one query each; the
-        reproductions are read in one query; then the entries are read in id order, 100 at a time, each page
-        rendered from what is already known."""
-        folder = Path(folder)
-        no_links(folder)
-        written = 0
-        real: set[Path] = set()  # folders under ``folder`` checked to be folders, not links
-
-        def write(rel: str, text: str) -> None:
-            nonlocal written
-            target = folder / rel
-            for parent in reversed(target.relative_to(folder).parents[:-1]):
-                here = folder / parent
-                if here not in real:
-                    _not_a_link(here)
-                    real.add(here)
-            _not_a_link(target)
-            atomic_write_text(target, text)
-            written += 1
-
-        write("index.html", self.index_html(static_link(0)))
-        tasks_json = []
-        ranks: dict[int, dict[str, tuple[int, int]]] = {}
-        for task in all_tasks():
-            tasks_json.append(task_json(task))
-            if task.clock_rules == "mlperf" and not self.store.count(task.name):
-                continue  # an MLPerf benchmark's board is written once it holds an entry (as on the index)
-            for obj in OBJECTIVES.values():
-                rows = leaderboard(self.store, task.name, obj)
-                for r in rows:
-                    ranks.setdefault(r["entry_id"], {})[obj.name] = (r["rank"], len(rows))
-                facets = self.facets(task.name, obj) if rows else {}
-                write(f"tasks/{task.name}/{obj.name}.html",
-                      self.board_html(task.name, obj.name, static_link(2), per_page=None, rows=rows, facets=facets))
-                write(f"api/leaderboard/{task.name}/{obj.name}.json", json.dumps(rows, indent=2) + "\n")
-                for query in boardpage.static_variants(facets) if rows else []:
-                    write(f"tasks/{task.name}/{obj.name}/{query.static_name()}.html",
-                          self.board_html(task.name, obj.name, static_link(3), per_page=None, query=query,
-                                          facets=facets))
-        write("api/tasks.json", json.dumps(tasks_json, indent=2) + "\n")
-        reproductions = self.store.all_reproductions()
-        for entry in self.store.iter_entries():
-            write(f"entries/{int(entry.id)}.html",
-                  self.entry_html(entry, static_link(1), ranks=ranks.get(entry.id, {}),
-                                  reproductions=reproductions.get(entry.id, [])))
-            write(f"api/entries/{int(entry.id)}.json", json.dumps(entry_json(entry), indent=2) + "\n")
-        return written
-
-
-def no_links(folder: Path) -> None:
-    """The export's output tree holds no symbolic link (a link would make it write outside the tree); ConfigError
-    naming the first one. ``folder`` itself may be a link: the user named it."""
-    if not folder.is_dir():
-        return
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        for name in sorted(dirs + files):
-            _not_a_link(Path(root) / name)
-
-
-def _not_a_link(path: Path) -> None:
-    if os.path.islink(path):
-        raise ConfigError(f"{path}: a symbolic link in the export's folder: `leaderboard export` does not write "
-                          "through links (remove it, or export to a new folder)")
 
 
 def reproducible_reason(entry: Any) -> str | None:

@@ -1,0 +1,1 @@
+"""The leaderboard's routes, one router per area: pages, the JSON API, submissions, reproduction jobs."""
