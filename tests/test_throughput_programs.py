@@ -26,7 +26,7 @@ from daybreak.sweep.remote import config_command, strip_driver_flags
 from daybreak.sweep.sweep import SweepOptions, run_sweep
 
 FAKE = Path(__file__).resolve().parent / "fake_throughput_program.py"
-STEP_S = 0.002  # the fake's sleep per step
+STEP_S = 0.005  # the fake's time per step
 
 
 def fake_peak() -> PeakResult:
@@ -37,7 +37,7 @@ def fake_peak() -> PeakResult:
 def sweep(out: Path, behaviour: str, **overrides) -> SweepOptions:
     options = dict(model="fake_net", out=out, program=[sys.executable, str(FAKE), behaviour], batch_sizes=[4],
                    device="cpu", warmup=3, steps=10, repeats=3, quiet=True, peak=fake_peak(), log=lambda m: None,
-                   timeout_s=120, plots=False)
+                   timeout_s=120, plots=False, threads=1)
     options.update(overrides)
     return SweepOptions(**options)
 
@@ -57,18 +57,21 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_programs_are_stand_alone():
+    """Every reference program but PyTorch's (whose model and step are daybreak's) runs where daybreak is not
+    installed; the protocol module imports the standard library only."""
     files = sorted(prog.FRAMEWORKS_DIR.glob("*.py"))
-    assert {f.name for f in files} >= {"throughput_log.py", "reference.py", "jax_program.py", "tensorflow_program.py",
-                                       "paddle_program.py"}
+    assert {f.name for f in files} >= {"throughput_log.py", "reference.py", "__init__.py",
+                                       *(fw.program for fw in prog.FRAMEWORKS.values())}
     for f in files:
-        assert "daybreak" not in _imports(f), f
-    assert _imports(prog.FRAMEWORKS_DIR / "throughput_log.py") <= {"json", "os", "sys", "time", "typing"}
+        assert ("daybreak" in _imports(f)) == (f.name == "pytorch_program.py"), f
+    assert _imports(prog.FRAMEWORKS_DIR / "throughput_log.py") <= {"json", "math", "os", "sys", "time", "typing"}
     sys.path.insert(0, str(prog.FRAMEWORKS_DIR))
     try:
         import throughput_log
     finally:
         sys.path.remove(str(prog.FRAMEWORKS_DIR))
     assert throughput_log.SETTINGS_ENV == prog.SETTINGS_ENV and throughput_log.TOKEN == prog.TOKEN
+    assert throughput_log.MIN_WINDOW_S == prog.MIN_WINDOW_S
 
 
 def test_a_program_is_timed_into_the_same_rows_as_the_built_in_models(tmp_path):
@@ -78,25 +81,67 @@ def test_a_program_is_timed_into_the_same_rows_as_the_built_in_models(tmp_path):
     assert outcome.rows[0].key() == row.key() and row.config.framework == "program"
     assert row.framework == "fake" and row.framework_version == "1.0" and row.compiler == "none"
     assert len(row.times_s) == 3 and row.median_time_s == statistics.median(row.times_s)
-    assert all(t >= 10 * STEP_S for t in row.times_s)  # 10 sleeps of STEP_S at least: only the timed steps
+    assert all(t >= 10 * STEP_S for t in row.times_s)  # 10 steps of STEP_S at least: only the timed steps
     assert row.samples_per_s == pytest.approx(4 * 10 / row.median_time_s, rel=1e-12)
     assert row.samples_per_s_min <= row.samples_per_s <= row.samples_per_s_max
-    assert row.flops_per_step == 4000 and row.achieved_flops_per_s == pytest.approx(4000 * 10 / row.median_time_s)
+    # daybreak has no model "fake_net": the program's own count is the row's, and the row says so
+    assert row.flops_per_step == 4000 == row.own_flops_per_step and row.flops_source == "program"
+    assert any("the program's own count" in n for n in row.notes)
+    assert row.achieved_flops_per_s == pytest.approx(4000 * 10 / row.median_time_s)
     assert row.utilization == pytest.approx(row.achieved_flops_per_s / 1e12)  # the same peak as a built-in row
     assert row.input_shape == [4] and row.system is not None and row.init_s is not None
+    assert row.threads_per_process == row.inter_op_threads == 1 and row.math_precision == "fp32"
+    assert 0 <= row.cores_used < 1.5  # the fake's "device" sleeps
     assert any("fresh process" in n for n in row.notes)
+    assert any("under the 1 s the clock check needs" in n for n in row.notes)  # 10 x 5 ms: one short window
+    # how busy the machine was: this process's and the program's CPU time are ours, the rest is the others'
+    assert row.context is not None and row.context.own_cpu_s > 0 and row.context.load_avg_before is not None
+    assert 0 <= row.context.busy_fraction <= 1
     log = next((tmp_path / "logs").glob("*.log")).read_text()
-    assert log.count("--- daybreak: repeat") == 3 and log.count("throughput_window") == 3 * (1 + 1)  # warm-up + 10
+    assert log.count("--- daybreak: repeat") == 3
+    windows = [json.loads(line.split(prog.TOKEN, 1)[1])["value"] for line in log.splitlines()
+               if "throughput_window" in line]
+    assert all(isinstance(w["loss"], float) for w in windows) and len({w["loss"] for w in windows}) > 1
     md = (tmp_path / "results.md").read_text()
     assert "## Frameworks (DLPerf)" in md and "fake 1.0" in md
     again = run_sweep(sweep(tmp_path, "ok"))  # resumable like a built-in sweep
     assert again.measured == 0 and again.skipped == 1
 
 
+# Programs that cannot be trusted, told apart from the honest one through `daybreak throughput --program`: 100 steps
+# of 10 ms in windows of at least 1 s, so that a window misreported by half is 0.5 s off its arrival stamps.
 @pytest.mark.parametrize("behaviour, status, reason", [
+    ("ok", "ok", None),
+    ("never-syncs", "failed", "carries no finite loss (loss=None): sync() must wait for the device"),
+    ("stale-loss", "failed", "the loss is 6.5 in every window: it is not read from the steps that ran"),
+    ("halves", "failed", "the program's clock disagrees with daybreak's"),
     ("liar", "failed", "the program's clock disagrees with daybreak's"),
+    ("other-device", "failed", "asked for cpu, the program ran on cuda (fake device)"),
+    ("other-threads", "failed", "asked for 1 thread per process, the program runs 2 intra-op threads"),
+])
+def test_the_honest_program_is_told_apart_from_one_that_never_syncs_or_misreports(tmp_path, behaviour, status,
+                                                                                  reason, monkeypatch):
+    from daybreak.cli import main
+
+    monkeypatch.setenv("DAYBREAK_FAKE_STEP_S", "0.01")
+    out = tmp_path / behaviour
+    code = main(["throughput", "--model", "fake_net", "--program", f"{sys.executable} {FAKE} {behaviour}",
+                 "--batch-sizes", "4", "--warmup", "5", "--steps", "100", "--repeats", "2" if status == "ok" else "1",
+                 "--threads", "1", "--device", "cpu", "--peak-budget", "1", "--no-plots", "-q", "--out", str(out)])
+    [row] = load_results(out / "results.jsonl")
+    assert (code, row.status) == ((0, "ok") if status == "ok" else (1, "failed")), row.error
+    if status == "ok":
+        assert row.error is None and len(row.times_s) == 2
+        assert all(t == pytest.approx(100 * 0.01, rel=0.5) for t in row.times_s)  # the fake's steps, at least
+        assert not any("under the 1 s" in n for n in row.notes)  # windows of 1 s: the clock check judged them
+    else:
+        assert reason in row.error and "\n" not in row.error and row.samples_per_s is None
+
+
+@pytest.mark.parametrize("behaviour, status, reason", [
     ("silent", "failed", "printed no throughput_window record"),
     ("crash", "failed", "exited with status 3: RuntimeError: the fake program fell over"),
+    ("failed", "failed", "the program could not run it: fake: asked for cpu, which this machine does not have"),
     ("wrong-batch", "failed", "ran batch_size 8, not the 4 asked"),
     ("unsupported", "unsupported", "fake: this configuration is not supported"),
 ])
@@ -106,6 +151,35 @@ def test_a_program_that_cannot_be_trusted_is_recorded_with_one_line_of_reason(tm
     assert row.status == status and reason in row.error and "\n" not in row.error
     assert row.samples_per_s is None and row.times_s == []
     assert status.upper() in (tmp_path / "results.md").read_text()
+
+
+def test_a_program_asked_for_a_gpu_that_runs_on_the_cpu_is_failed_at_its_start_record(tmp_path):
+    """The check needs no GPU: the configuration asks for cuda (as a CUDA sweep would), the fake runs on the CPU; it
+    is stopped as soon as its start record says so, before any window."""
+    config = ThroughputConfig(model="fake_net", batch_size=4, device="cuda", warmup=2, steps=4, repeats=2,
+                              framework="program", program=[sys.executable, str(FAKE), "other-device-kind"],
+                              protocol="program", threads=1)
+    status, error, report, _, _ = prog.run_attempt(config, 4, 60, tmp_path / "log.txt", None)
+    assert (status, report) == ("failed", None)
+    assert "asked for cuda, the program ran on cpu (fake device)" in error and "\n" not in error
+    log = (tmp_path / "log.txt").read_text()
+    assert "throughput_start" in log and "throughput_window" not in log  # stopped before it timed anything
+
+
+def test_channels_last_is_applied_by_a_program_or_refused(tmp_path, capsys):
+    from daybreak.cli import main
+
+    from conftest import single_line
+
+    run_sweep(sweep(tmp_path / "nhwc", "ok", channels_last=True, repeats=1))  # the fake echoes channels_last
+    [row] = load_results(tmp_path / "nhwc" / "results.jsonl")
+    assert row.status == "ok" and row.config.channels_last
+    assert prog.check_start({"batch_size": 4, "devices": 1, "device": "cpu", "threads": 1},
+                            row.config, 4, 1).startswith("asked for channels_last, the program did not say")
+    assert main(["throughput", "--model", "resnet50", "--frameworks", "pytorch,jax", "--channels-last", "--out",
+                 str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err
+    assert single_line(err) and "--channels-last is PyTorch's memory format" in err and "jax NHWC" in err
 
 
 def test_the_command_line_exit_status_and_one_line_errors(tmp_path, capsys):
@@ -124,6 +198,9 @@ def test_the_command_line_exit_status_and_one_line_errors(tmp_path, capsys):
                  ["throughput", "--model", "resnet50", "--frameworks", "jax", "--program", "python x.py"],
                  ["throughput", "--model", "resnet50", "--frameworks", "jax", "--mode", "infer"],
                  ["throughput", "--model", "resnet50", "--frameworks", "jax", "--data", "digits"],
+                 ["throughput", "--model", "resnet50", "--frameworks", "jax", "--protocol", "worker"],
+                 ["throughput", "--model", "resnet50", "--protocol", "program", "--mode", "infer"],
+                 ["throughput", "--model", "resnet50", "--frameworks", "jax", "--min-window", "0"],
                  ["throughput", "--model", "x", "--program", "python 'unclosed"],
                  ["throughput", "--model", "x", "--program", ""]):
         assert main(argv + ["--out", str(tmp_path / "never")]) == 2, argv
@@ -140,13 +217,15 @@ def test_a_framework_that_is_not_installed_is_one_line_naming_its_extra(monkeypa
         prog.check_framework("paddle")
 
 
-def _window(first: int, steps: int, seconds: float, arrival: float) -> prog.Line:
-    return prog.Line(prog.WINDOW, {"first_step": first, "steps": steps, "samples": 2 * steps, "seconds": seconds},
-                     arrival)
+def _window(first: int, steps: int, seconds: float, arrival: float, loss: float | None = None,
+            cpu_s: float | None = None) -> prog.Line:
+    return prog.Line(prog.WINDOW, {"first_step": first, "steps": steps, "samples": 2 * steps, "seconds": seconds,
+                                   "loss": 5.0 - first / 100 if loss is None else loss}, arrival, cpu_s)
 
 
 def _launch(*windows: prog.Line) -> prog.Launch:
-    start = prog.Line(prog.START, {"framework": "x", "batch_size": 2, "devices": 1}, 0.0)
+    start = prog.Line(prog.START, {"framework": "x", "batch_size": 2, "devices": 1, "device": "cpu", "threads": 1},
+                      0.0)
     return prog.Launch(records=[start, *windows], returncode=0)
 
 
@@ -154,55 +233,98 @@ def test_the_warm_up_is_skipped_and_the_clock_checked_from_the_arrival_stamps():
     config = ThroughputConfig(model="x", batch_size=2, warmup=4, steps=6, framework="program", program=["x"])
     # windows back to back: each line arrives its window's seconds after the previous one
     ok = _launch(_window(0, 4, 9.0, 9.0), _window(4, 3, 1.0, 10.0), _window(7, 3, 1.5, 11.52))
-    assert prog.timed_seconds(ok, config, 2, "r") == pytest.approx(2.5)  # the warm-up's 9 s are not counted
+    assert prog.timed_seconds(ok, config, 2, 1, "r").seconds == pytest.approx(2.5)  # the warm-up's 9 s not counted
     liar = _launch(_window(0, 4, 9.0, 9.0), _window(4, 3, 0.1, 10.0), _window(7, 3, 0.1, 11.0))
     with pytest.raises(prog.Refused, match=r"claims 0.100 s but its line arrived 1.000 s after"):
-        prog.timed_seconds(liar, config, 2, "r")
+        prog.timed_seconds(liar, config, 2, 1, "r")
+    # each window within its own tolerance, the sum of the timed ones not: 2 x 0.8 s claimed over 2.0 s
+    drift = _launch(_window(0, 4, 9.0, 9.0), _window(4, 3, 0.86, 10.0), _window(7, 3, 0.86, 11.0))
+    with pytest.raises(prog.Refused, match=r"its timed windows claim 1.720 s in all but their lines arrived over "
+                                           r"2.000 s"):
+        prog.timed_seconds(drift, config, 2, 1, "r")
     straddles = _launch(_window(0, 3, 1.0, 1.0), _window(3, 7, 1.0, 2.0))
     with pytest.raises(prog.Refused, match="straddles the end of the warm-up"):
-        prog.timed_seconds(straddles, config, 2, "r")
+        prog.timed_seconds(straddles, config, 2, 1, "r")
     short = _launch(_window(0, 4, 1.0, 1.0), _window(4, 3, 1.0, 2.0))
     with pytest.raises(prog.Refused, match="timed 3 steps after the 4 warm-up steps, not the 6 asked"):
-        prog.timed_seconds(short, config, 2, "r")
+        prog.timed_seconds(short, config, 2, 1, "r")
     gap = _launch(_window(0, 4, 1.0, 1.0), _window(5, 6, 1.0, 2.0))
     with pytest.raises(prog.Refused, match="malformed"):
-        prog.timed_seconds(gap, config, 2, "r")
+        prog.timed_seconds(gap, config, 2, 1, "r")
+
+
+def test_a_program_that_keeps_more_cores_busy_than_its_threads_is_failed():
+    """The program's CPU time over the wall time of its timed windows (daybreak reads it at each window's arrival)."""
+    config = ThroughputConfig(model="x", batch_size=2, warmup=4, steps=6, framework="program", program=["x"])
+    one_core = _launch(_window(0, 4, 9.0, 9.0, cpu_s=9.0), _window(4, 3, 1.0, 10.0, cpu_s=10.0),
+                       _window(7, 3, 1.0, 11.0, cpu_s=11.05))
+    assert prog.timed_seconds(one_core, config, 2, 1, "r").cores_used == pytest.approx(1.025)
+    two_cores = _launch(_window(0, 4, 9.0, 9.0, cpu_s=9.0), _window(4, 3, 1.0, 10.0, cpu_s=10.9),
+                        _window(7, 3, 1.0, 11.0, cpu_s=12.8))
+    with pytest.raises(prog.Refused, match=r"asked for 1 thread per process, the program kept 1.90 cores busy during "
+                                           r"its timed steps"):
+        prog.timed_seconds(two_cores, config, 2, 1, "r")
+    two_threads = prog.Line(prog.START, {"batch_size": 2, "devices": 1, "device": "cpu", "threads": 2}, 0.0)
+    asked_two = prog.Launch(records=[two_threads, *two_cores.windows], returncode=0)
+    assert prog.timed_seconds(asked_two, config, 2, 2, "r").cores_used == pytest.approx(1.9)  # asked for 2: fine
+    on_a_gpu = config.model_copy(update=dict(device="cuda"))  # a GPU's host threads spin: not judged
+    start = prog.Line(prog.START, {"batch_size": 2, "devices": 1, "device": "cuda", "threads": 1}, 0.0)
+    assert prog.timed_seconds(prog.Launch(records=[start, *two_cores.windows], returncode=0), on_a_gpu, 2, 1,
+                              "r").seconds == pytest.approx(2.0)
+
+
+def test_the_start_record_must_say_what_ran():
+    config = ThroughputConfig(model="x", batch_size=2, framework="program", program=["x"], device="cuda")
+    good = {"batch_size": 2, "devices": 1, "device": "gpu", "device_name": "NVIDIA H200", "threads": 4}
+    assert prog.check_start(good, config, 2, 4) is None  # JAX's "gpu" is a CUDA device
+    assert "does not say which threads" in prog.check_start({**good, "threads": None}, config, 2, 4)
+    assert "does not say which device" in prog.check_start({**good, "device": None}, config, 2, 4)
+    assert "asked for cuda, the program ran on cpu" in prog.check_start({**good, "device": "cpu"}, config, 2, 4)
+    assert "runs 8 inter-op threads" in prog.check_start({**good, "inter_op_threads": 8}, config, 2, 4)
+    assert "ran amp bf16, not the off asked" in prog.check_start({**good, "amp": "bf16"}, config, 2, 4)
 
 
 def test_the_framework_table_is_relative_to_pytorch_eager():
     def row(name: str, compiled: bool, samples_per_s: float, **more) -> ThroughputResult:
-        config = ThroughputConfig(model="resnet50", batch_size=8, compile=compiled, framework=name)
+        config = ThroughputConfig(model="resnet50", batch_size=8, compile=compiled, framework=name,
+                                  protocol="program")
         return ThroughputResult(config=config, status="ok", samples_per_s=samples_per_s, samples_per_s_min=samples_per_s
                                 * 0.9, samples_per_s_max=samples_per_s * 1.1, batch_size=8, global_batch_size=8,
                                 **more)
 
     rows = [row("pytorch", False, 100.0), row("pytorch", True, 120.0), row("jax", True, 150.0, framework="jax",
                                                                          framework_version="0.10.2", compiler="XLA"),
-            ThroughputResult(config=ThroughputConfig(model="resnet50", batch_size=8, framework="jax"),
+            ThroughputResult(config=ThroughputConfig(model="resnet50", batch_size=8, framework="jax",
+                                                     protocol="program"),
                              status="unsupported", error="JAX always compiles with XLA")]
     md = to_markdown(rows)
     table = md[md.index("## Frameworks (DLPerf)"):md.index("## resnet50")]
     lines = [line for line in table.splitlines() if line.startswith("| resnet50")]
-    assert [line.split(" | ")[1:3] + [line.split(" | ")[8]] for line in lines] == [
-        ["pytorch", "none", "1.00x"], ["pytorch", "torch.compile", "1.20x"], ["jax", "none", "-"],
-        ["jax 0.10.2", "XLA", "1.50x"]]
+    assert [line.split(" | ")[1:3] + [line.split(" | ")[9]] for line in lines] == [
+        ["jax", "none", "-"], ["jax 0.10.2", "XLA", "1.50x"], ["pytorch", "none", "1.00x"],
+        ["pytorch", "torch.compile", "1.20x"]]
     assert "unsupported: JAX always compiles with XLA" in table
     assert "90.0-110.0" in table  # the spread of the repeats
 
 
 def test_slurm_configurations_carry_their_framework():
     base = strip_driver_flags(["throughput", "--model", "resnet50", "--frameworks", "pytorch,jax", "--executor",
-                               "slurm", "--batch-sizes", "8"])
+                               "slurm", "--batch-sizes", "8", "--protocol", "program"])
     assert base == ["throughput", "--model", "resnet50"]
-    jax = ThroughputConfig(model="resnet50", batch_size=8, framework="jax")
+    jax = ThroughputConfig(model="resnet50", batch_size=8, framework="jax", protocol="program")
     cmd = config_command(base, jax, Path("part"))
     assert cmd[cmd.index("--frameworks") + 1] == "jax" and cmd[cmd.index("--batch-sizes") + 1] == "8"
+    # PyTorch's row of a comparison is a program too, alone in its job
+    torch_row = ThroughputConfig(model="resnet50", batch_size=8, protocol="program")
+    cmd = config_command(base, torch_row, Path("part"))
+    assert cmd[cmd.index("--frameworks") + 1] == "pytorch" and cmd[cmd.index("--protocol") + 1] == "program"
     program = ThroughputConfig(model="m", batch_size=8, framework="program", program=["python", "t.py"])
     assert "--frameworks" not in config_command(["throughput", "--program", "python t.py"], program, Path("p"))
     # a PyTorch configuration keeps the key (and file names) it had before frameworks existed
     assert ThroughputConfig(model="resnet50", batch_size=8).key() == (
         "resnet50", "train", 8, "off", False, 1, 1, None, None, None, False, "cpu", None)
     assert jax.key() != ThroughputConfig(model="resnet50", batch_size=8).key()
+    assert torch_row.key() != ThroughputConfig(model="resnet50", batch_size=8).key()  # another protocol
 
 
 # --- the reference programs (slow; the extras installed) ---------------------------------------------------------
