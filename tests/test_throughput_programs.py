@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -327,56 +328,126 @@ def test_slurm_configurations_carry_their_framework():
     assert torch_row.key() != ThroughputConfig(model="resnet50", batch_size=8).key()  # another protocol
 
 
-# --- the reference programs (slow; the extras installed) ---------------------------------------------------------
+# --- equivalence: the same model, trained the same way ------------------------------------------------------------
 
 REFERENCE = {"resnet50": 25_557_032, "bert_base": 109_514_298}  # parameters, the MLM head included
-# The FLOP counts compared at a realistic size (ResNet-50 at 224 px, BERT at sequence 128, batch 8): at a tiny size
-# XLA's count is dominated by what PyTorch's counter leaves out (elementwise ops, the optimizer update) and by its
-# other convention for padded convolutions (it counts only the multiply-adds that touch the input).
-FLOPS_SIZE = {"resnet50": dict(image_size=224), "bert_base": dict(seq_len=128)}
-FLOPS_TOLERANCE = 0.02
-# The same weights and the same batch give the same loss up to float32 rounding: the frameworks add up in other
-# orders (oneDNN, Eigen, XLA kernels; BatchNorm statistics over 8 x 112 x 112 values), each operation's result
-# within a few float32 ulps (1e-7 relative) of another's. Measured here: at most 1.8e-7 relative (README). 1e-4
-# leaves room for other CPUs' kernels, and is still far below what a different model or loss gives (Paddle's
-# cross_entropy averaging over the ignored tokens too, a bug this test caught, was 85% off).
-LOSS_TOLERANCE = 1e-4
 
 
-def _torch_reference(model_name: str, folder: Path) -> dict:
-    import torch.nn.functional as F
+@pytest.fixture
+def one_thread():
+    """Tiny CPU models at one thread: on a shared 2-core machine two threads per process run 10x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
-    from daybreak.measure.flops import step_flops
-    from daybreak.models import count_parameters, create_model
 
+def _load(model: torch.nn.Module, weights: dict) -> torch.nn.Module:
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    return model
+
+
+def _scrambled(weights: dict) -> dict:
+    """Every bottleneck's 3x3 convolution with its input and output channels swapped (OIHW read as IOHW): a
+    weight-mapping bug of the same shape."""
+    return {k: v.transpose(1, 0, 2, 3).copy() if k.startswith("layer") and k.endswith("conv2.weight") else v
+            for k, v in weights.items()}
+
+
+def test_the_equivalence_check_sees_the_whole_network(tmp_path, one_thread):
+    """A scrambled bottleneck and a v1 stride are rejected; with the zero-initialized last BatchNorm scales (the
+    old check's weights) both gave the very same loss, which is why every constant-initialized parameter is
+    perturbed; another update rule is rejected by the change of the loss over the updates."""
+    from daybreak.models import create_model
+    from daybreak.models.resnet50 import ResNet50
+    from daybreak.sweep import equivalence as eq
+
+    case = eq.reference_case("resnet50", tmp_path, batch_size=2, image_size=32)
+    assert case.figures.params == REFERENCE["resnet50"] and len(case.figures.losses) == eq.CHECK_STEPS + 1
+    weights, batch = dict(np.load(case.weights)), dict(np.load(case.batch))
+    assert all(weights[f"layer{i}.0.bn3.weight"].min() > 0 for i in range(1, 5))  # no branch is invisible
+    same = eq.torch_figures("resnet50", _load(create_model("resnet50"), weights), batch)
+    assert eq.compare(case.figures, same) == [] and same.losses == case.figures.losses
+    v1 = eq.compare(case.figures, eq.torch_figures("resnet50", _load(ResNet50(stride_in_1x1=True), weights), batch))
+    scrambled = eq.compare(case.figures, eq.torch_figures("resnet50", _load(create_model("resnet50"),
+                                                                            _scrambled(weights)), batch))
+    for problems in (v1, scrambled):
+        assert problems and problems[0].startswith("loss at initialization"), problems
+    # the old check's weights: every residual branch outputs zero, so neither wrong model changes the loss
     torch.manual_seed(0)
-    model = create_model(model_name)
-    g = torch.Generator().manual_seed(7)
-    if model_name == "resnet50":
-        x = torch.randn(8, 3, 224, 224, generator=g)
-        y = torch.randint(0, 1000, (8,), generator=g)
-        loss_fn = F.cross_entropy
-    else:
-        x = torch.randint(1, 30522, (8, 128), generator=g)
-        y = torch.where(torch.rand(8, 128, generator=g) < 0.15, x, torch.full_like(x, -100))
+    zero = create_model("resnet50").state_dict()
+    x, y = torch.from_numpy(batch["x"]), torch.from_numpy(batch["y"]).long()
 
-        def loss_fn(logits, target):
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
-    weights, batch = folder / f"{model_name}-weights.npz", folder / f"{model_name}-batch.npz"
-    np.savez(weights, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
-    np.savez(batch, x=x.numpy().astype(np.float32 if model_name == "resnet50" else np.int32),
-             y=y.numpy().astype(np.int32))
-    flops = step_flops(model, x, y, loss_fn, True)
-    model.train(model_name == "resnet50")  # BatchNorm in training mode; BERT without dropout, as the programs do
+    def first_loss(model: torch.nn.Module, state: dict) -> float:
+        model.load_state_dict(state)
+        with torch.no_grad():
+            return float(torch.nn.functional.cross_entropy(model.train()(x), y))
+
+    blind = first_loss(create_model("resnet50"), zero)
+    assert first_loss(ResNet50(stride_in_1x1=True), zero) == blind
+    assert first_loss(create_model("resnet50"), {k: torch.from_numpy(v) for k, v in _scrambled(
+        {k: t.numpy() for k, t in zero.items()}).items()}) == blind
+    # another update rule: the same first loss, another change over the updates
+    other = eq.torch_figures("resnet50", _load(create_model("resnet50"), weights), batch,
+                             optimizer_kwargs=dict(momentum=0.8))
+    problems = eq.compare(case.figures, other)
+    assert other.losses[0] == case.figures.losses[0] and problems
+    assert all(p.startswith("the loss changed by") for p in problems), problems
+
+
+def test_bert_scores_the_masked_positions_only_and_counts_what_runs(one_thread):
+    """The head's logits at the masked positions are those of the whole sequence at those positions; the FLOPs
+    counted are the head's on B x P tokens."""
+    from daybreak.models import create_model
+    from daybreak.records.throughput import ThroughputConfig
+    from daybreak.sweep.worker import masked_count, model_step_flops, synthetic_tokens
+
+    assert [masked_count(n) for n in (1, 8, 16, 32, 128, 512)] == [1, 1, 2, 5, 19, 77]
+    torch.manual_seed(0)
+    bert = create_model("bert_base", num_hidden_layers=1).eval()
+    ids, positions, labels = synthetic_tokens(2, 16, 30522, torch.Generator().manual_seed(1))
+    assert positions.shape == (2, 2) and (labels == ids.gather(1, positions)).all()
+    assert (positions.diff(dim=1) > 0).all()  # sorted, distinct
     with torch.no_grad():
-        loss = float(loss_fn(model(x), y))
-    return dict(params=count_parameters(model), flops=flops, loss=loss, weights=weights, batch=batch)
+        full = bert(ids)
+        masked = bert(ids, masked_positions=positions)
+    assert torch.allclose(masked, full.gather(1, positions[..., None].expand(-1, -1, full.shape[-1])), atol=1e-5)
+    # counted: the head (transform dense 768 x 768 and decoder 768 x 30522, forward and backward) on the B x P
+    # scored tokens, not on all B x L: the difference from a head over every token is exactly the skipped tokens'
+    from daybreak.measure.flops import step_flops
+
+    batch, seq = 4, 32
+    scored = model_step_flops(ThroughputConfig(model="bert_base", batch_size=batch, seq_len=seq), batch)
+    with torch.device("meta"):
+        every = create_model("bert_base")
+        ids_meta = torch.zeros(batch, seq, dtype=torch.long)
+    whole = step_flops(every.train(), ids_meta, ids_meta,
+                       lambda logits, y: torch.nn.functional.cross_entropy(logits.reshape(-1, 30522), y.reshape(-1)),
+                       True)
+    per_token = 3 * 2 * (768 * 768 + 768 * 30522)
+    assert whole - scored == batch * (seq - masked_count(seq)) * per_token
+
+
+# --- the reference programs (slow; the extras installed) ---------------------------------------------------------
+
+# The equivalence at a realistic size (ResNet-50 at 224 px, BERT at sequence 128, batch 8). Each framework's own
+# FLOP count, a diagnostic beside daybreak's model FLOPs, within OWN_FLOPS_TOLERANCE of PyTorch's: XLA's counts
+# elementwise ops and the optimizer update, and only the multiply-adds of a padded convolution that touch the input.
+EQUIVALENCE_SIZE = {"resnet50": dict(image_size=224), "bert_base": dict(seq_len=128)}
+OWN_FLOPS_TOLERANCE = 0.03
 
 
 @pytest.fixture(scope="module")
-def torch_reference(tmp_path_factory):
+def reference_cases(tmp_path_factory):
+    from daybreak.sweep import equivalence as eq
+
     folder = tmp_path_factory.mktemp("reference")
-    return {name: _torch_reference(name, folder) for name in REFERENCE}
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {name: eq.reference_case(name, folder, batch_size=8, **EQUIVALENCE_SIZE[name]) for name in REFERENCE}
+    finally:
+        torch.set_num_threads(before)
 
 
 def _skip_unless_installed(framework: str) -> None:
@@ -388,55 +459,89 @@ def _skip_unless_installed(framework: str) -> None:
         pytest.skip(f"{', '.join(missing)} not installed (pip install -e '.[{prog.FRAMEWORKS[framework].extra}]')")
 
 
-def _describe(framework: str, model_name: str, ref: dict) -> dict:
-    fw = prog.FRAMEWORKS[framework]
+def _describe(framework: str, case, weights: Path | None = None) -> "eq.Figures":
+    from daybreak.sweep import equivalence as eq
+    from daybreak.sweep.launch import worker_env
+
     _skip_unless_installed(framework)
-    size = FLOPS_SIZE[model_name]
-    cmd = [sys.executable, str(prog.FRAMEWORKS_DIR / fw.program), "--model", model_name, "--batch-size", "8",
-           "--describe", "--weights", str(ref["weights"]), "--batch", str(ref["batch"])]
-    cmd += ["--image-size", str(size["image_size"])] if "image_size" in size else ["--seq-len", str(size["seq_len"])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    cmd = [sys.executable, str(prog.FRAMEWORKS_DIR / prog.FRAMEWORKS[framework].program), "--model", case.model,
+           "--batch-size", str(case.batch_size), "--describe", "--weights", str(weights or case.weights), "--batch",
+           str(case.batch), "--image-size", str(case.image_size), "--seq-len", str(case.seq_len), "--threads", "1"]
+    env = worker_env(1, {"PYTHONPATH": os.pathsep.join([str(prog.FRAMEWORKS_DIR), os.environ.get("PYTHONPATH", "")])})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=worker_env(1, env))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    return eq.Figures(params=said["params"], losses=said["losses"], flops_per_step=said["flops_per_step"])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_name", list(REFERENCE))
 @pytest.mark.parametrize("framework", list(prog.FRAMEWORKS))
-def test_a_reference_program_trains_the_same_model(torch_reference, framework, model_name):
-    ref = torch_reference[model_name]
-    said = _describe(framework, model_name, ref)
-    print(f"{framework} {model_name}: params {said['params']:,}; FLOPs/step {said['flops_per_step']:.4e} vs torch "
-          f"{ref['flops']:.4e} ({said['flops_per_step'] / ref['flops'] - 1:+.2%}); loss {said['loss']:.6f} vs "
-          f"{ref['loss']:.6f} ({said['loss'] / ref['loss'] - 1:+.2e})")
-    assert ref["params"] == REFERENCE[model_name]
-    assert said["params"] == REFERENCE[model_name]
-    assert said["flops_per_step"] == pytest.approx(ref["flops"], rel=FLOPS_TOLERANCE)
-    assert said["loss"] == pytest.approx(ref["loss"], rel=LOSS_TOLERANCE)
+def test_a_reference_program_trains_the_same_model(reference_cases, framework, model_name):
+    from daybreak.sweep import equivalence as eq
+
+    case = reference_cases[model_name]
+    said = _describe(framework, case)
+    ref = case.figures
+    print(f"{framework} {model_name}: params {said.params:,}; own FLOPs/step {said.flops_per_step:.4e} vs "
+          f"{ref.flops_per_step:.4e} ({said.flops_per_step / ref.flops_per_step - 1:+.2%}); losses {said.losses} vs "
+          f"{ref.losses}")
+    assert ref.params == REFERENCE[model_name]
+    assert eq.compare(ref, said) == []
+    assert said.flops_per_step == pytest.approx(ref.flops_per_step, rel=OWN_FLOPS_TOLERANCE)
+
+
+@pytest.mark.slow
+def test_the_equivalence_check_rejects_a_wrong_model_against_another_framework(reference_cases, tmp_path):
+    """JAX's program (v1.5) against a v1 PyTorch reference, and against its own weights scrambled."""
+    from daybreak.models.resnet50 import ResNet50
+    from daybreak.sweep import equivalence as eq
+
+    right = reference_cases["resnet50"]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        v1 = eq.reference_case("resnet50", tmp_path / "v1", batch_size=8, image_size=224,
+                               build=lambda: ResNet50(stride_in_1x1=True))
+    finally:
+        torch.set_num_threads(before)
+    assert eq.compare(v1.figures, _describe("jax", v1))[0].startswith("loss at initialization")
+    scrambled = tmp_path / "scrambled.npz"
+    np.savez(scrambled, **_scrambled(dict(np.load(right.weights))))
+    assert eq.compare(right.figures, _describe("jax", right, scrambled))[0].startswith("loss at initialization")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", list(prog.FRAMEWORKS))
 def test_each_reference_program_is_measured_through_the_protocol(tmp_path, framework):
-    """Each framework at a tiny size through `daybreak throughput --frameworks`: its rows, what it cannot run."""
+    """Each framework at a tiny size through `daybreak throughput --frameworks`: its rows, what it cannot run,
+    the device and threads it reports, daybreak's model FLOPs in every row."""
     _skip_unless_installed(framework)
+    from daybreak.sweep.worker import model_step_flops
+
     # ResNet-50 over the whole grid; BERT fp32 on one device, with and without the compiler
     for model_name, size, amps, devices in (("resnet50", dict(image_size=32), ["off", "bf16"], [1, 2]),
                                             ("bert_base", dict(seq_len=16), ["off"], [1])):
         out = tmp_path / model_name
         run_sweep(SweepOptions(model=model_name, out=out, frameworks=[framework], batch_sizes=[2], compiles=[False,
                                True], amps=amps, devices=devices, device="cpu", warmup=2, steps=2, repeats=2,
-                               quiet=True, peak=fake_peak(), log=lambda m: None, timeout_s=900, plots=False, **size))
+                               threads=1, protocol="program", quiet=True, peak=fake_peak(), log=lambda m: None,
+                               timeout_s=1800, plots=False, **size))
         rows = {(r.config.compile, r.config.amp, r.config.devices): r for r in load_results(out / "results.jsonl")}
         assert len(rows) == 2 * len(amps) * len(devices)
         for (compiled, amp, n), r in rows.items():
             assert r.config.framework == framework and r.status in ("ok", "unsupported"), (r.config.label(), r.error)
             if r.status == "ok":
                 assert r.framework == framework and r.framework_version and len(r.times_s) == 2
-                assert r.compiler == ("XLA" if framework != "paddle" else "CINN") if compiled else r.compiler == "none"
-                assert r.flops_per_step > 0 and r.global_batch_size == 2 * n and r.samples_per_s > 0
+                compiler = {"pytorch": "torch.compile", "paddle": "CINN"}.get(framework, "XLA")
+                assert r.compiler == (compiler if compiled else "none")
+                assert r.flops_per_step == model_step_flops(r.config, 2) * n and r.flops_source == "daybreak"
+                assert r.own_flops_per_step > 0 and r.global_batch_size == 2 * n and r.samples_per_s > 0
+                assert r.threads_per_process == 1 and r.cores_used is not None and r.cores_used < 1.5
+                assert r.math_precision == ("bf16" if amp == "bf16" else "fp32") and r.layout
         supported = {k for k, r in rows.items() if r.status == "ok"}
         can = {"jax": lambda c, a, n: c, "tensorflow": lambda c, a, n: n == 1,  # JAX: XLA only; TF: one device
+               "pytorch": lambda c, a, n: n == 1,  # one device per program (several: the worker protocol)
                "paddle": lambda c, a, n: not c and a == "off" and n == 1}[framework]  # no CINN, no CPU AMP
         assert supported == {k for k in rows if can(*k)}, {k: rows[k].error for k in rows}
 
@@ -461,3 +566,40 @@ def test_program_configurations_run_as_executor_jobs(tmp_path):
     rows = load_results(out / "results.jsonl")
     assert sorted(r.config.batch_size for r in rows) == [2, 4]
     assert all(r.status == "ok" and r.framework == "fake" and len(r.times_s) == 2 for r in rows), rows
+
+
+def test_the_load_counts_the_measured_processes_as_ours(tmp_path):
+    """LoadMeter: a child's CPU time, once it has been waited for, is ours, not another tenant's."""
+    from daybreak.sweep.load import LoadMeter
+
+    meter = LoadMeter().start()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    context = meter.stop()
+    assert context.own_cpu_s >= 0.3 and context.load_avg_before is not None and context.load_avg_after is not None
+    assert context.other_cpu_s is not None and 0 <= context.busy_fraction <= 1
+    assert bool(context.warnings) == (context.busy_fraction > 0.10)
+
+
+def test_a_framework_table_states_its_protocol_and_how_busy_the_machine_was():
+    from daybreak.records.run import MeasurementContext
+    from daybreak.records.throughput import protocol_text
+
+    assert protocol_text(20, 100, 7) == ("20 warm-up + 100 timed steps, median of 7 repeats, each a fresh process "
+                                         "(DLPerf's protocol)")
+    assert "smaller than DLPerf's 20 + 100 x 7" in protocol_text(3, 6, 3)
+
+    def row(name: str, busy: float) -> ThroughputResult:
+        config = ThroughputConfig(model="resnet50", batch_size=8, framework=name, protocol="program", warmup=3,
+                                  steps=6, repeats=3)
+        return ThroughputResult(config=config, status="ok", samples_per_s=10.0, samples_per_s_min=9.0,
+                                samples_per_s_max=11.0, batch_size=8, global_batch_size=8, flops_per_step=10**9,
+                                own_flops_per_step=int(1.05e9), flops_source="daybreak", math_precision="tf32",
+                                context=MeasurementContext(busy_fraction=busy, load_avg_before=[3.0, 2.0, 1.0]))
+
+    quiet = to_markdown([row("pytorch", 0.02), row("jax", 0.05)])
+    table = quiet[quiet.index("## Frameworks (DLPerf)"):]
+    assert "Protocol: 3 warm-up + 6 timed steps, median of 3 repeats, each a fresh process (smaller than" in table
+    assert "busy machine" not in table and "| tf32 |" in table and "(+5.0%)" in table and "| 5% |" in table
+    busy = to_markdown([row("pytorch", 0.02), row("jax", 0.35)])
+    assert "**Measured on a busy machine**: other processes took up to 35% of the CPUs during 1 of these 2 rows" in busy

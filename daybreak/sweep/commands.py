@@ -100,10 +100,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "times with the device synchronized and reports the median; also FLOPs per step, achieved "
                     "FLOP/s, utilization of the measured peak (`daybreak peak`), MFU against the GPU's datasheet "
                     "peak (GPUs of daybreak's catalog), joules per sample from the energy counters where they "
-                    "exist, peak memory and the speedup over one device. --frameworks runs the same grid through JAX, "
-                    "TensorFlow and Paddle reference programs, --program through any program that reports with "
-                    "throughput_log (each repeat a fresh process). Results go to DIR/results.jsonl (appended per configuration; re-running skips "
-                    "what is there), results.csv, results.md and plots.",
+                    "exist, peak memory and the speedup over one device. --frameworks runs the same grid through "
+                    "PyTorch, JAX, TensorFlow and Paddle reference programs, --program through any program that "
+                    "reports with throughput_log: one protocol for all, each repeat a fresh process, the device and "
+                    "threads each program reports checked, every window's loss and clock checked, daybreak's model "
+                    "FLOPs in every row. Each row records how busy the machine was. Results go to DIR/results.jsonl "
+                    "(appended per configuration; re-running skips what is there), results.csv, results.md and plots.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--model", required=True, help="resnet50, bert_base or a task model (digits_cnn, mnist_cnn, "
