@@ -121,6 +121,11 @@ class ThroughputConfig(BaseModel):
             parts = parts[1:]
         return "program " + " ".join(parts)[:60]
 
+    def series(self) -> str:
+        """What a group of rows is named by: the framework, and for PyTorch timed as a program "pytorch (program)"
+        (its worker rows are another protocol: never one table's cells)."""
+        return f"{PYTORCH} (program)" if self.framework == PYTORCH and self.is_program else self.framework_name()
+
     def label(self) -> str:
         parts = [self.framework_name()] if self.is_program else []
         parts += [self.model, self.mode, f"bs={self.batch_size}", f"amp={self.amp}",
@@ -671,7 +676,7 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
     for r in rows:
         c = r.config
         groups.setdefault((c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads,
-                           c.framework_name()), []).append(r)
+                           c.series()), []).append(r)
     programs = [r for r in rows if r.config.is_program]
     if programs:  # PyTorch's program rows when there are any (one protocol), else its worker rows (said so)
         out += _framework_table(programs if any(r.config.framework == PYTORCH for r in programs) else rows)

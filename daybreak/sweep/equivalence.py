@@ -74,7 +74,11 @@ def perturb(model: nn.Module, seed: int = 0) -> nn.Module:
     return model
 
 
-def make_batch(model_name: str, batch: int, image_size: int, seq_len: int, seed: int = 7) -> dict[str, npt.NDArray[Any]]:
+Arrays = dict[str, npt.NDArray[Any]]
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def make_batch(model_name: str, batch: int, image_size: int, seq_len: int, seed: int = 7) -> Arrays:
     """The fixed batch as arrays: x (NCHW float32 images, or token ids), y (labels), positions (BERT)."""
     from daybreak.sweep.worker import synthetic_tokens
 
@@ -87,9 +91,8 @@ def make_batch(model_name: str, batch: int, image_size: int, seq_len: int, seed:
             "positions": positions.numpy().astype(np.int32)}
 
 
-def torch_training(model_name: str, model: nn.Module, batch: dict[str, npt.NDArray[Any]],
-                   optimizer_kwargs: dict[str, float] | None = None) -> tuple[nn.Module, torch.Tensor, torch.Tensor, Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                              torch.optim.Optimizer]:
+def torch_training(model_name: str, model: nn.Module, batch: Arrays, optimizer_kwargs: dict[str, float] | None = None
+                   ) -> tuple[nn.Module, torch.Tensor, torch.Tensor, Loss, torch.optim.Optimizer]:
     """(the module a step calls, x, y, the loss, the optimizer) as daybreak's throughput worker trains them, in
     the equivalence's mode: BatchNorm in training mode, dropout off. ``optimizer_kwargs`` change the optimizer's
     hyperparameters (a model trained another way, for the tests)."""
@@ -100,16 +103,17 @@ def torch_training(model_name: str, model: nn.Module, batch: dict[str, npt.NDArr
     if model_name == "resnet50":
         model.train()
         return (model, torch.from_numpy(np.asarray(batch["x"])), y, F.cross_entropy,
-                make_optimizer(torch.optim.SGD, model, **{**dict(lr=1e-3, momentum=0.9, weight_decay=5e-5), **more}))
+                make_optimizer(torch.optim.SGD, model, True,
+                               **{**dict(lr=1e-3, momentum=0.9, weight_decay=5e-5), **more}))
     ids = torch.from_numpy(np.asarray(batch["x"])).long()
     positions = torch.from_numpy(np.asarray(batch["positions"])).long()
     runnable = MaskedLMBatch(model, ids.shape[1]).eval()  # dropout off (BERT has no BatchNorm)
 
     return (runnable, torch.cat([ids, positions], dim=1), y, mlm_loss,
-            make_optimizer(torch.optim.AdamW, model, **{**dict(lr=1e-5, weight_decay=0.01), **more}))
+            make_optimizer(torch.optim.AdamW, model, True, **{**dict(lr=1e-5, weight_decay=0.01), **more}))
 
 
-def torch_figures(model_name: str, model: nn.Module, batch: dict[str, npt.NDArray[Any]],
+def torch_figures(model_name: str, model: nn.Module, batch: Arrays,
                   check_steps: int = CHECK_STEPS, optimizer_kwargs: dict[str, float] | None = None) -> Figures:
     """PyTorch's figures for ``model`` (modified in place: it is trained) on ``batch``."""
     from daybreak.measure.flops import step_flops

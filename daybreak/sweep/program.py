@@ -320,8 +320,8 @@ def check_losses(windows: list[Line]) -> str | None:
     for w in windows:
         loss = _number(w.value.get("loss"))
         if loss is None:
-            return (f"the window from step {w.value['first_step']} carries no finite loss (loss={w.value.get('loss')!r})"
-                    ": sync() must wait for the device and return the last step's loss, read to the host")
+            return (f"the window from step {w.value['first_step']} carries no finite loss "
+                    f"(loss={w.value.get('loss')!r}): sync() must wait for the device and return the last step's loss, read to the host")
     losses = {float(w.value["loss"]) for w in windows}
     if len(windows) > 1 and len(losses) == 1:
         return (f"the loss is {losses.pop():.9g} in every window: it is not read from the steps that ran (sync() "
@@ -497,5 +497,6 @@ def run_attempt(config: ThroughputConfig, batch: int, timeout_s: float, log_path
         math_precision=str(said.get("math_precision") or AMP_TO_PRECISION[config.amp]), system=system,
         energy_unavailable={"total": "not read for programs (`--program`, `--frameworks`)"},
         framework=str(said.get("framework") or config.framework), framework_version=said.get("version"),
-        compiler=said.get("compiler"), layout=said.get("layout"), notes=notes + [str(n) for n in said.get("notes") or []])
+        compiler=said.get("compiler"), layout=said.get("layout"),
+        notes=notes + [str(n) for n in said.get("notes") or []])
     return "ok", None, report, cmd, time.monotonic() - started

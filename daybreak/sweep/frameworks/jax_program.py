@@ -250,12 +250,13 @@ def main() -> int:
             "amp": f"JAX: AMP {opts.amp} is not supported by this program (bf16 only)"}):
         return 0
     if THREADS_PROBLEM:
-        return ref.fail(opts, f"jax: {THREADS_PROBLEM}")
+        return int(ref.fail(opts, f"jax: {THREADS_PROBLEM}"))
     try:
         devices = jax.devices()[: opts.devices]
     except RuntimeError as e:  # JAX_PLATFORMS names a platform this jaxlib does not have
-        return ref.fail(opts, f"jax {jax.__version__}: asked for {opts.device}: {str(e).splitlines()[0][:200]} "
-                              "(a CUDA jaxlib: pip install 'jax[cuda12]')")
+        why = str(e).splitlines()[0][:200]
+        return int(ref.fail(opts, f"jax {jax.__version__}: asked for {opts.device}: {why} (a CUDA jaxlib: pip "
+                                  "install 'jax[cuda12]')"))
     platform = devices[0].platform
     if len(devices) < opts.devices:
         ref.tl.unsupported(f"JAX sees {len(jax.devices())} {platform} device(s), {opts.devices} asked")

@@ -302,8 +302,8 @@ def main() -> int:
     opts = OPTS
     gpu = opts.device == "cuda"
     if gpu and not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0):
-        return ref.fail(opts, f"asked for cuda: paddle {paddle.__version__} has no GPU to run on (a CPU build, or no "
-                              "GPU: pip install paddlepaddle-gpu from Paddle's index)")
+        return int(ref.fail(opts, f"asked for cuda: paddle {paddle.__version__} has no GPU to run on (a CPU build, "
+                                  "or no GPU: pip install paddlepaddle-gpu from Paddle's index)"))
     paddle.set_device("gpu" if gpu else "cpu")
     if not ref.check(opts, "paddle", supported_amp=("off", "bf16") if gpu else ("off",),
                      compiler_on_ok=paddle.is_compiled_with_cinn(), why={
@@ -360,7 +360,7 @@ def main() -> int:
         losses = []
         for _ in range(opts.check_steps + 1):
             step()
-            losses.append(float(holder["loss"]))
+            losses.append(float(holder["loss"] if holder["loss"] is not None else "nan"))
         ref.describe(params, flops, losses, framework="paddle", version=paddle.__version__)
         return 0
     ref.run(opts, step, sync, framework="paddle", version=paddle.__version__,

@@ -234,7 +234,7 @@ def main() -> int:
         return 0
     problem = setup(opts)
     if problem:
-        return ref.fail(opts, problem)
+        return int(ref.fail(opts, problem))
     if opts.amp == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)

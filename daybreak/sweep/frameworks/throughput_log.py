@@ -38,9 +38,10 @@ THE RECORDS: each is one ``:::MLLOG {json}`` line on stdout, flushed at once: ``
 
 THE WINDOWS are back to back (a window's line is printed inside the next window's time) and each lasts at least
 ``min_window_s`` (1 s by default: the rest of the phase in equal windows, sized from the previous window's time per
-step; the first window is one step) or all the steps left in its phase, with a boundary at the end of the warm-up. daybreak stamps each line's arrival on its own clock and checks
-every window's seconds, and the sum of the timed ones, against the time between arrivals; it skips the warm-up's
-windows and takes the next ``steps`` steps as the repeat's time.
+step; the first window is one step) or all the steps left in its phase, with a boundary at the end of the warm-up.
+daybreak stamps each line's arrival on its own clock and checks every window's seconds, and the sum of the timed
+ones, against the time between arrivals; it skips the warm-up's windows and takes the next ``steps`` steps as the
+repeat's time.
 
 DAYBREAK'S CHECKS (a failure is the row's one-line reason): the start record's batch size, devices, precision,
 device kind and threads are the ones asked; the windows cover the warm-up and then exactly ``steps`` steps with
