@@ -13,12 +13,16 @@ reference program. One device per process (several: `--protocol worker`, which r
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 import reference as ref
 
 OPTS = ref.options()
+# torch.compile's code generation in this process, not in a pool of worker processes: the threads asked, and every
+# CPU second of the run counted as the run's (daybreak.sweep.load)
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
