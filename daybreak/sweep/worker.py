@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 TOKEN_MODELS = {"bert_base"}
 DEFAULT_SEQ_LEN = 128
 MLM_PROBABILITY = 0.15  # BERT pre-training: 15% of the tokens are predicted
-IGNORE_INDEX = -100
 
 
 class WorkerSpec(BaseModel):
