@@ -75,6 +75,72 @@ def merged(rounds: list["ThroughputResult"]) -> "ThroughputResult":
         command=first.command))
 
 
+def merged_rows(per_round: list[dict[tuple, "ThroughputResult"]]) -> list["ThroughputResult"]:
+    """Every configuration of the rounds, its rounds merged (``merged``), in the order they first appear."""
+    keys = list(dict.fromkeys(key for rows in per_round for key in rows))
+    return [merged([rnd[key] for rnd in per_round if key in rnd]) for key in keys]
+
+
+def model_table(model: str, shape: str, threads: int, per_round: list[dict[tuple, "ThroughputResult"]]) -> list[str]:
+    """One model's table: a row per configuration, the ratio to PyTorch eager paired by round, and "Fastest" only
+    when no row was measured on a busy machine."""
+    from daybreak.analysis.paired import paired_ratio
+    from daybreak.measure.flops import format_flops
+    from daybreak.records.throughput import compiler_name, is_busy, math_text, protocol_text
+
+    rows = sorted(merged_rows(per_round), key=lambda r: (r.config.framework, r.config.amp, r.config.compile))
+
+    def round_speeds(key: tuple) -> list[float | None]:
+        return [rnd[key].samples_per_s if key in rnd and rnd[key].status == "ok" else None for rnd in per_round]
+
+    c0 = rows[0].config
+    lines = [f"### {model} ({shape}; {protocol_text(c0.warmup, c0.steps, len(per_round))}, the repeats in rounds; "
+             f"{threads} thread{'s' if threads > 1 else ''} per process)", "",
+             "| framework | compiler | precision | samples/s | min-max | vs PyTorch eager (95% CI, paired by round) | "
+             "model FLOP/step | own count | others' CPU | status |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c = r.config
+        name = f"{c.framework} {r.framework_version}" if r.framework_version else c.framework
+        others = f"{r.context.busy_fraction:.0%}" if r.context and r.context.busy_fraction is not None else "-"
+        if r.status != "ok":
+            lines.append(f"| {name} | {compiler_name(r)} | {math_text(r)} | - | - | - | - | - | {others} | "
+                         f"{r.status}: {(r.error or '')[:110].replace('|', '/')} |")
+            continue
+        est = paired_ratio(round_speeds(c.pytorch_eager_key()), round_speeds(r.key()), confidence=CONFIDENCE,
+                           quantity="samples_per_s", lower_is_better=False)
+        if est.ratio is None:
+            ratio = "-"
+        elif est.ci_low is None or est.ci_high is None or not math.isfinite(est.ci_high):
+            ratio = f"{est.ratio:.2f}x ({est.verdict})"
+        else:
+            ratio = f"{est.ratio:.2f}x ({est.ci_low:.2f}-{est.ci_high:.2f})"
+        own = "-"
+        if r.own_flops_per_step and r.flops_per_step:
+            own = f"{format_flops(r.own_flops_per_step)} ({r.own_flops_per_step / r.flops_per_step - 1:+.1%})"
+        lines.append(f"| {name} | {compiler_name(r)} | {math_text(r)} | {r.samples_per_s:.2f} | "
+                     f"{r.samples_per_s_min:.2f}-{r.samples_per_s_max:.2f} | {ratio} | "
+                     f"{format_flops(r.flops_per_step) if r.flops_per_step else '-'} | {own} | {others} | ok |")
+    ok = [r for r in rows if r.status == "ok"]
+    busy = [r for r in rows if is_busy(r.context)]
+    loads = [r.context.load_avg_before[0] for r in rows if r.context and r.context.load_avg_before]
+    lines.append("")
+    if busy:
+        worst = max(r.context.busy_fraction or 0.0 for r in busy if r.context is not None)
+        load = f" (1-minute load {min(loads):.1f}-{max(loads):.1f} before them)" if loads else ""
+        lines.append(f"Measured on a busy machine: other processes took up to {worst:.0%} of the CPUs during "
+                     f"{len(busy)} of {len(rows)} rows{load}: no 'fastest', these are this machine's figures on "
+                     "that day.")
+    elif ok:
+        best = max(ok, key=lambda r: r.samples_per_s or 0.0)
+        share = max((r.context.busy_fraction or 0.0) for r in rows if r.context) if any(r.context for r in rows) \
+            else None
+        lines.append(f"Fastest: {best.config.framework} ({compiler_name(best)}, {math_text(best)}), "
+                     f"{best.samples_per_s:.2f} samples/s" + (f"; other processes took at most {share:.0%} of the "
+                                                               "CPUs." if share is not None else "."))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "frameworks")
@@ -104,13 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     if "pytorch" not in frameworks:
         raise SystemExit("frameworks: the table is relative to PyTorch eager: keep pytorch in --frameworks")
 
-    from daybreak.analysis.paired import paired_ratio
-    from daybreak.measure.flops import format_flops
-    from daybreak.records.throughput import (
-        compiler_name, is_busy, latest_by_key, load_results, math_text, protocol_text,
-    )
-    from daybreak.sweep.views import write_views
     from daybreak.fileio import atomic_write_text
+    from daybreak.records.throughput import latest_by_key, load_results
+    from daybreak.sweep.views import write_views
 
     lines = []
     for model in args.models.split(","):
@@ -129,62 +191,13 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(cmd, cwd=REPO, check=False)
             rows = latest_by_key(load_results(folder / f"round-{k + 1}" / "results.jsonl"))
             per_round.append(dict(rows))
-        keys = list(dict.fromkeys(key for rows in per_round for key in rows))
-        rows = [merged([rnd[key] for rnd in per_round if key in rnd]) for key in keys]
+        rows = merged_rows(per_round)
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / "results.jsonl", "".join(r.model_dump_json() + "\n" for r in rows))
         write_views(folder, plots=False)
-        rows.sort(key=lambda r: (r.config.framework, r.config.amp, r.config.compile))
-
-        def round_speeds(key: tuple) -> list[float | None]:
-            return [rnd[key].samples_per_s if key in rnd and rnd[key].status == "ok" else None for rnd in per_round]
-
-        c0 = rows[0].config
         shape = f"{args.image_size} px, batch {args.resnet_batch}" if model == "resnet50" else \
             f"sequence {args.seq_len}, batch {args.bert_batch}"
-        busy = [r for r in rows if is_busy(r.context)]
-        lines += [f"### {model} ({shape}; {protocol_text(c0.warmup, c0.steps, len(per_round))}, the repeats in "
-                  f"rounds; {args.threads} thread{'s' if args.threads > 1 else ''} per process)", "",
-                  "| framework | compiler | precision | samples/s | min-max | vs PyTorch eager (95% CI, paired by "
-                  "round) | model FLOP/step | own count | others' CPU | status |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            c = r.config
-            name = f"{c.framework} {r.framework_version}" if r.framework_version else c.framework
-            others = f"{r.context.busy_fraction:.0%}" if r.context and r.context.busy_fraction is not None else "-"
-            if r.status != "ok":
-                lines.append(f"| {name} | {compiler_name(r)} | {math_text(r)} | {r.status}: "
-                             f"{(r.error or '')[:110].replace('|', '/')} | | | | | {others} | {r.status} |")
-                continue
-            base_key = c.pytorch_eager_key()
-            est = paired_ratio(round_speeds(base_key), round_speeds(r.key()), confidence=CONFIDENCE,
-                               quantity="samples_per_s", lower_is_better=False)
-            if est.ratio is None:
-                ratio = "-"
-            elif est.ci_low is None or est.ci_high is None or not math.isfinite(est.ci_high):
-                ratio = f"{est.ratio:.2f}x ({est.verdict})"
-            else:
-                ratio = f"{est.ratio:.2f}x ({est.ci_low:.2f}-{est.ci_high:.2f})"
-            own = "-"
-            if r.own_flops_per_step and r.flops_per_step:
-                own = f"{format_flops(r.own_flops_per_step)} ({r.own_flops_per_step / r.flops_per_step - 1:+.1%})"
-            lines.append(f"| {name} | {compiler_name(r)} | {math_text(r)} | {r.samples_per_s:.2f} | "
-                         f"{r.samples_per_s_min:.2f}-{r.samples_per_s_max:.2f} | {ratio} | "
-                         f"{format_flops(r.flops_per_step) if r.flops_per_step else '-'} | {own} | {others} | ok |")
-        ok = [r for r in rows if r.status == "ok"]
-        loads = [r.context.load_avg_before[0] for r in rows if r.context and r.context.load_avg_before]
-        lines.append("")
-        if busy:
-            worst = max(r.context.busy_fraction or 0.0 for r in busy if r.context is not None)
-            lines.append(f"Measured on a busy machine: other processes took up to {worst:.0%} of the CPUs during "
-                         f"{len(busy)} of {len(rows)} rows (1-minute load {min(loads):.1f}-{max(loads):.1f} before "
-                         "them): no 'fastest', these are this machine's figures on that day.")
-        elif ok:
-            best = max(ok, key=lambda r: r.samples_per_s or 0.0)
-            lines.append(f"Fastest: {best.config.framework} ({compiler_name(best)}, {math_text(best)}), "
-                         f"{best.samples_per_s:.2f} samples/s; other processes took at most "
-                         f"{max((r.context.busy_fraction or 0.0) for r in rows if r.context):.0%} of the CPUs.")
-        lines.append("")
+        lines += model_table(model, shape, args.threads, per_round) + [""]
     text = "\n".join(lines)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)

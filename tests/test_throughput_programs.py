@@ -603,3 +603,43 @@ def test_a_framework_table_states_its_protocol_and_how_busy_the_machine_was():
     assert "busy machine" not in table and "| tf32 |" in table and "(+5.0%)" in table and "| 5% |" in table
     busy = to_markdown([row("pytorch", 0.02), row("jax", 0.35)])
     assert "**Measured on a busy machine**: other processes took up to 35% of the CPUs during 1 of these 2 rows" in busy
+
+
+def test_the_benchmark_merges_its_rounds_and_pairs_them_by_round():
+    """benchmarks/frameworks.py: each configuration's rounds (one fresh process each) become one row; the ratio to
+    PyTorch eager is paired by round (daybreak.analysis.paired); no "fastest" over a busy machine's rows."""
+    from conftest import REPO
+    from daybreak.records.run import MeasurementContext
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import frameworks as bench
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+    def row(name: str, seconds: float, busy: float) -> ThroughputResult:
+        config = ThroughputConfig(model="resnet50", batch_size=8, framework=name, protocol="program", warmup=2,
+                                  steps=5, repeats=1, compile=name == "jax")
+        return ThroughputResult(config=config, status="ok", times_s=[seconds], median_time_s=seconds,
+                                samples_per_s=40 / seconds, samples_per_s_min=40 / seconds,
+                                samples_per_s_max=40 / seconds, batch_size=8, global_batch_size=8,
+                                flops_per_step=10**9, own_flops_per_step=10**9, flops_source="daybreak",
+                                framework_version="1", context=MeasurementContext(busy_fraction=busy,
+                                                                                  load_avg_before=[1.0, 1.0, 1.0]))
+
+    def rounds(busy: float) -> list[dict]:
+        out = []
+        for seconds in (4.0, 5.0, 4.5):  # a slow spell in round 2 hits both frameworks
+            rows = [row("pytorch", seconds, busy), row("jax", seconds / 2, busy)]
+            out.append({r.key(): r for r in rows})
+        return out
+
+    [torch_row, jax_row] = bench.merged_rows(rounds(0.02))
+    assert torch_row.config.repeats == 3 and torch_row.times_s == [4.0, 5.0, 4.5] and torch_row.median_time_s == 4.5
+    assert torch_row.samples_per_s == pytest.approx(40 / 4.5) and torch_row.samples_per_s_min == pytest.approx(8.0)
+    quiet = "\n".join(bench.model_table("resnet50", "64 px, batch 8", 1, rounds(0.02)))
+    assert "median of 3 repeats, each a fresh process (smaller than DLPerf's" in quiet
+    assert "| jax 1 | XLA | fp32 | 17.78 | 16.00-20.00 | 2.00x (2.00-2.00) |" in quiet  # every round's ratio is 2
+    assert "Fastest: jax (XLA, fp32), 17.78 samples/s; other processes took at most 2% of the CPUs." in quiet
+    busy = "\n".join(bench.model_table("resnet50", "64 px, batch 8", 1, rounds(0.4)))
+    assert "Fastest" not in busy and "Measured on a busy machine: other processes took up to 40%" in busy
