@@ -643,3 +643,18 @@ def test_the_benchmark_merges_its_rounds_and_pairs_them_by_round():
     assert "Fastest: jax (XLA, fp32), 17.78 samples/s; other processes took at most 2% of the CPUs." in quiet
     busy = "\n".join(bench.model_table("resnet50", "64 px, batch 8", 1, rounds(0.4)))
     assert "Fastest" not in busy and "Measured on a busy machine: other processes took up to 40%" in busy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", list(prog.FRAMEWORKS))
+def test_a_reference_program_asked_for_a_gpu_it_does_not_have_fails_with_one_line(tmp_path, framework):
+    """A CUDA sweep's row on a machine (or a build) without CUDA: one line, never a CPU run under the GPU's name."""
+    _skip_unless_installed(framework)
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    config = ThroughputConfig(model="resnet50", batch_size=2, image_size=32, device="cuda", warmup=1, steps=1,
+                              repeats=1, framework=framework, protocol="program", threads=1)
+    status, error, report, _, _ = prog.run_attempt(config, 2, 600, tmp_path / "log.txt", None)
+    assert (status, report) == ("failed", None), error
+    assert "asked for cuda" in error and "\n" not in error
+    assert "throughput_window" not in (tmp_path / "log.txt").read_text()
