@@ -653,7 +653,7 @@ def test_a_reference_program_asked_for_a_gpu_it_does_not_have_fails_with_one_lin
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     config = ThroughputConfig(model="resnet50", batch_size=2, image_size=32, device="cuda", warmup=1, steps=1,
-                              repeats=1, framework=framework, protocol="program", threads=1)
+                              repeats=1, framework=framework, protocol="program", threads=1, compile=True)
     status, error, report, _, _ = prog.run_attempt(config, 2, 600, tmp_path / "log.txt", None)
     assert (status, report) == ("failed", None), error
     assert "asked for cuda" in error and "\n" not in error

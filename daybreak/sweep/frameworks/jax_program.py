@@ -253,10 +253,11 @@ def main() -> int:
         return int(ref.fail(opts, f"jax: {THREADS_PROBLEM}"))
     try:
         devices = jax.devices()[: opts.devices]
-    except RuntimeError as e:  # JAX_PLATFORMS names a platform this jaxlib does not have
-        why = str(e).splitlines()[0][:200]
-        return int(ref.fail(opts, f"jax {jax.__version__}: asked for {opts.device}: {why} (a CUDA jaxlib: pip "
-                                  "install 'jax[cuda12]')"))
+    except Exception as e:  # noqa: BLE001 - JAX_PLATFORMS names a platform this jaxlib does not have (JAX raises
+        # a RuntimeError or, for a platform it has never heard of, an AssertionError)
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}" if str(e) else type(e).__name__
+        return int(ref.fail(opts, f"asked for {opts.device}: jax {jax.__version__} has no such backend here ({why}; "
+                                  "a CUDA jaxlib: pip install 'jax[cuda12]')"))
     platform = devices[0].platform
     if len(devices) < opts.devices:
         ref.tl.unsupported(f"JAX sees {len(jax.devices())} {platform} device(s), {opts.devices} asked")
