@@ -658,3 +658,18 @@ def test_a_reference_program_asked_for_a_gpu_it_does_not_have_fails_with_one_lin
     assert (status, report) == ("failed", None), error
     assert "asked for cuda" in error and "\n" not in error
     assert "throughput_window" not in (tmp_path / "log.txt").read_text()
+
+
+def test_a_program_of_a_model_daybreak_knows_carries_daybreaks_model_flops(tmp_path):
+    """One FLOPs figure per (model, shape, batch) whoever trains it: daybreak's count, the program's own beside it."""
+    from daybreak.sweep.worker import model_step_flops
+
+    run_sweep(sweep(tmp_path, "ok", model="resnet50", image_size=32, batch_sizes=[2, 4], repeats=1))
+    rows = {r.config.batch_size: r for r in load_results(tmp_path / "results.jsonl")}
+    for batch, r in rows.items():
+        assert r.status == "ok" and r.flops_source == "daybreak"
+        assert r.flops_per_step == model_step_flops(r.config, batch) and r.own_flops_per_step == 1000 * batch
+    assert rows[4].flops_per_step == 2 * rows[2].flops_per_step  # 2.03 GFLOP per step at batch 4 and 32 px
+    assert not any("the program's own count" in n for n in rows[4].notes)
+    md = (tmp_path / "results.md").read_text()
+    assert "| 2.03 GFLOP | 4 kFLOP (-100.0%) |" in md  # the program's own count, a diagnostic beside daybreak's
