@@ -179,7 +179,8 @@ def throughput_figures(folder: Path) -> dict[str, Any]:
 
     rows = [{"batch_size": r.config.batch_size, "amp": r.config.amp, "status": r.status, "error": r.error,
              "samples_per_s": r.samples_per_s, "achieved_flops_per_s": r.achieved_flops_per_s, "mfu": r.mfu,
-             "mfu_precision": r.mfu_precision, "datasheet_gpu": r.datasheet_gpu, "utilization": r.utilization}
+             "mfu_precision": r.mfu_precision, "datasheet_gpu": r.datasheet_gpu, "utilization": r.utilization,
+             "device_name": r.device_name}
             for r in load_results(folder / "results.jsonl")]
     return {"rows": rows}
 

@@ -10,7 +10,12 @@ median window -> samples/s. The daybreak side is a whole one-configuration sweep
 shared machine hits both alike; the ratio of the medians over rounds is printed, and the ratio of each side's
 fastest window (other tenants only ever slow a window down, so that is the least disturbed estimate).
 
-    python benchmarks/throughput_overhead.py [--batch 4] [--image-size 64] [--rounds 4] [--threads 1]
+    python benchmarks/throughput_overhead.py [--batch 4] [--image-size 64] [--rounds 4] [--threads 1] \
+        [--protocol worker|program]
+
+``--protocol program`` times the daybreak side as a framework comparison times PyTorch: each repeat a fresh process
+of PyTorch's reference program with its own warm-up, windows of at least 1 s each ending with the loss read to the
+host (daybreak/sweep/frameworks/throughput_log.py).
 
 Claim (issue 4): samples/s ratio daybreak / bare >= 0.98.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -80,7 +86,7 @@ def run_daybreak(args: argparse.Namespace, out: Path) -> tuple[float, float]:
                              measured_at=datetime.now(timezone.utc))
     outcome = run_sweep(SweepOptions(model="resnet50", mode="train", out=out, batch_sizes=[args.batch],
                                      image_size=args.image_size, device="cpu", warmup=args.warmup, steps=args.steps,
-                                     threads=args.threads,
+                                     threads=args.threads, protocol=args.protocol,
                                      repeats=args.repeats, force=True, plots=False, quiet=True, peak=placeholder,
                                      log=lambda m: None))
     [row] = outcome.rows
@@ -99,6 +105,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help="threads per process, both sides (0: every core)")
+    parser.add_argument("--protocol", choices=["worker", "program"], default="worker",
+                        help="how daybreak times its side (daybreak throughput --protocol)")
     args = parser.parse_args()
     if args.bare:
         sps, best = bare(args.batch, args.image_size, args.warmup, args.steps, args.repeats, args.threads)
@@ -109,7 +117,8 @@ def main() -> int:
 
     threads = threads_per_process(1, "cpu", args.threads or None)
     args.threads = threads
-    print(f"resnet50 train, batch {args.batch}, {args.image_size}x{args.image_size}, {threads} threads; "
+    print(f"resnet50 train, batch {args.batch}, {args.image_size}x{args.image_size}, {threads} threads, daybreak's "
+          f"{args.protocol} protocol; "
           f"{args.warmup} warm-up + {args.repeats} x {args.steps} timed steps per measurement; {args.rounds} rounds")
     bare_sps, daybreak_sps, bare_best, daybreak_best = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="daybreak-overhead-") as tmp:
@@ -134,6 +143,7 @@ def main() -> int:
     # least disturbed estimate of each side's speed.
     print(f"fastest window: bare {max(bare_best):.2f}, daybreak {max(daybreak_best):.2f} samples/s; "
           f"ratio {best_ratio:.3f}")
+    print(f"load average at the end (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
 

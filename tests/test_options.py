@@ -50,7 +50,7 @@ OTHER_MEANING = {"--amp": ("daybreak/sweep/commands.py", FRAMEWORK_PROGRAMS),
                  "--out": ("daybreak/analysis/commands.py", "daybreak/sweep/commands.py", "daybreak/sweep/peak.py",
                            "daybreak/leaderboard/commands.py"),
                  # the peak worker's own command line (python -m daybreak.sweep.peak), started by daybreak itself
-                 "--device": ("daybreak/sweep/peak.py",)}
+                 "--device": ("daybreak/sweep/peak.py", FRAMEWORK_PROGRAMS)}
 
 
 def test_every_run_option_is_declared_once():

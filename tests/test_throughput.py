@@ -649,3 +649,43 @@ def test_a_sweep_records_energy_or_says_why(sweep_dir):
         else:
             assert r.energy_unavailable and all(r.energy_unavailable.values()) and r.energy_j == []
         assert r.mfu is None and any("NVIDIA GPUs only" in n for n in r.notes)  # a CPU sweep
+
+
+def test_compile_on_compiles_the_whole_training_step():
+    """torch.compile over forward, loss, backward and the optimizer's update (as XLA compiles JAX's step): the
+    graphs Dynamo hands the compiler hold all four, and the step trains as the eager TrainStep does."""
+    import torch.nn.functional as F
+
+    from daybreak.sweep.worker import compile_whole_step, make_optimizer
+    from daybreak.train.step import Backend, TrainStep
+
+    def tiny() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                   torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 10))
+
+    graphs = []
+
+    def record(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    x, y = torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(1)), torch.arange(4)
+    model = tiny()
+    step = compile_whole_step(model, make_optimizer(torch.optim.SGD, model, fused=False, lr=0.1, momentum=0.9),
+                              F.cross_entropy, torch.device("cpu"), "off", backend=record)
+    compiled = [float(step(x, y)) for _ in range(4)]
+    eager_model = tiny()
+    eager = TrainStep(eager_model, torch.optim.SGD(eager_model.parameters(), lr=0.1, momentum=0.9), F.cross_entropy,
+                      Backend(torch.device("cpu"), "off"))
+    assert compiled == pytest.approx([float(eager(x, y)) for _ in range(4)], rel=1e-5)
+    def names(g) -> set[str]:
+        return {str(getattr(n.target, "__name__", n.target)) for n in g.graph.nodes
+                if n.op in ("call_function", "call_method")}
+
+    assert any({"conv2d", "cross_entropy", "grad"} <= names(g) for g in graphs)  # forward, loss, backward: one graph
+    updates = [g for g in graphs if any(n.op == "get_attr" and "param_groups" in str(n.target) for n in g.graph.nodes)]
+    assert updates and any(any(name.endswith("add_") for name in names(g)) for g in updates)  # the optimizer's update
+    assert all(p.grad is None for p in model.parameters())  # released in the step
+    torch._dynamo.reset()

@@ -9,7 +9,10 @@ checkpoint's state dict maps onto these modules by name. Attention runs through
   put a task head (e.g. a span head for SQuAD) on it.
 - ``BertForMaskedLM``: ``bert`` (an encoder without pooler) + ``cls.predictions`` (dense + GELU + LayerNorm,
   then a decoder whose weight is the word-embedding matrix, plus a per-token bias). 109,514,298 parameters
-  for the base configuration (the tied decoder weight is counted once).
+  for the base configuration (the tied decoder weight is counted once). Given ``masked_positions`` (B, P), the
+  head scores only those positions, as BERT's pre-training does (``gather_indexes`` over ``masked_lm_positions``
+  in Google's run_pretraining.py): the vocabulary projection, the largest matmul at short sequences, runs on
+  B x P tokens instead of B x L.
 """
 
 from __future__ import annotations
@@ -255,8 +258,15 @@ class BertOnlyMLMHead(nn.Module):
         return out
 
 
+def gather_positions(sequence_output: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """(B, L, H) and (B, P) token positions -> (B, P, H): each sequence's hidden states at its positions."""
+    index = positions.unsqueeze(-1).expand(-1, -1, sequence_output.shape[-1])
+    return torch.gather(sequence_output, 1, index)
+
+
 class BertForMaskedLM(nn.Module):
-    """The encoder with the masked-LM head: ``forward(input_ids)`` -> logits (B, L, vocab)."""
+    """The encoder with the masked-LM head: ``forward(input_ids)`` -> logits (B, L, vocab);
+    ``forward(input_ids, masked_positions=P)`` -> logits (B, P, vocab) of the masked positions only."""
 
     def __init__(self, config: BertConfig | None = None):
         super().__init__()
@@ -267,8 +277,12 @@ class BertForMaskedLM(nn.Module):
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # re-tie after init
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        out: torch.Tensor = self.cls(self.bert(input_ids, token_type_ids, attention_mask))
+                attention_mask: torch.Tensor | None = None,
+                masked_positions: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = self.bert(input_ids, token_type_ids, attention_mask)
+        if masked_positions is not None:
+            hidden = gather_positions(hidden, masked_positions)
+        out: torch.Tensor = self.cls(hidden)
         return out
 
 

@@ -12,7 +12,8 @@ convolution instead of the first 1x1 (DLPerf and NVIDIA's reference use this var
 
 A bottleneck is 1x1 (reduce) - 3x3 (stride) - 1x1 (expand x4), each followed by BN, with ReLU after the first
 two and after the residual sum. The shortcut is the identity, or a strided 1x1 conv + BN when the shape changes.
-25,557,032 parameters with 1000 classes. Any input size works (the pool is adaptive).
+25,557,032 parameters with 1000 classes. Any input size works (the pool is adaptive). ``stride_in_1x1=True``
+builds v1 instead (the same parameters; the equivalence tests use it as a model that must be told apart).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, 
 
 
 class Bottleneck(nn.Module):
-    def __init__(self, c_in: int, width: int, stride: int):
+    def __init__(self, c_in: int, width: int, stride: int, stride_in_1x1: bool = False):
         super().__init__()
         c_out = width * EXPANSION
-        self.conv1 = nn.Conv2d(c_in, width, 1, bias=False)
+        self.conv1 = nn.Conv2d(c_in, width, 1, stride=stride if stride_in_1x1 else 1, bias=False)  # v1: stride here
         self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)  # v1.5: stride here
+        self.conv2 = nn.Conv2d(width, width, 3, stride=1 if stride_in_1x1 else stride, padding=1,
+                               bias=False)  # v1.5: stride here
         self.bn2 = nn.BatchNorm2d(width)
         self.conv3 = nn.Conv2d(width, c_out, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(c_out)
@@ -56,7 +58,8 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    def __init__(self, num_classes: int = 1000, in_channels: int = 3, zero_init_residual: bool = True):
+    def __init__(self, num_classes: int = 1000, in_channels: int = 3, zero_init_residual: bool = True,
+                 stride_in_1x1: bool = False):
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
@@ -67,7 +70,7 @@ class ResNet50(nn.Module):
         for width, blocks, stride in STAGES:
             layers = []
             for i in range(blocks):
-                layers.append(Bottleneck(c_in, width, stride if i == 0 else 1))
+                layers.append(Bottleneck(c_in, width, stride if i == 0 else 1, stride_in_1x1))
                 c_in = width * EXPANSION
             stages.append(nn.Sequential(*layers))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages

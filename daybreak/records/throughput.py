@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from daybreak.measure.system import SystemInfo
 from daybreak.records.base import Versioned
+from daybreak.records.run import MeasurementContext
 
 # what identifies a configuration (ThroughputConfig.key): its fields in a fixed order, the framework's after them
 ConfigKey = tuple[Any, ...]
@@ -45,6 +46,10 @@ Status = Literal["ok", "oom", "failed", "timeout", "unsupported"]
 # "pytorch": daybreak's built-in models; "jax", "tensorflow", "paddle": their reference programs
 # (daybreak/sweep/frameworks); "program": any program given by --program (its command line in ``program``)
 PYTORCH = "pytorch"
+# How a configuration's repeats are timed: "worker" (daybreak.sweep.worker: PyTorch only, one process, the repeats
+# timed windows after one warm-up; DDP, inference, real data, energy) or "program" (daybreak.sweep.program: every
+# repeat a fresh process of a framework's program with its own warm-up, PyTorch's included)
+Protocol = Literal["worker", "program"]
 
 RESULTS_FILE = "results.jsonl"
 CSV_FILE = "results.csv"
@@ -78,11 +83,13 @@ class ThroughputConfig(BaseModel):
     find_max_batch: bool = False
     framework: str = PYTORCH  # who trains the model: daybreak's PyTorch models, or a program (see PYTORCH)
     program: list[str] | None = None  # framework "program": the command line that --program gave
+    protocol: Protocol = "worker"  # how the repeats are timed (see Protocol); every framework but PyTorch: program
+    min_window_s: float = 1.0  # program protocol: each reported window lasts at least this long (not in the key)
 
     @property
     def is_program(self) -> bool:
         """Measured through the program protocol (daybreak.sweep.program), not by daybreak's own worker."""
-        return self.framework != PYTORCH
+        return self.framework != PYTORCH or self.protocol == "program"
 
     @property
     def world_size(self) -> int:
@@ -101,8 +108,8 @@ class ThroughputConfig(BaseModel):
         return self.model_copy(update=dict(devices=1, nodes=1)).key()
 
     def pytorch_eager_key(self) -> ConfigKey:
-        """The key of the same configuration run by daybreak's PyTorch model without torch.compile (the
-        framework comparison's denominator, as DLPerf's tables are relative to a baseline)."""
+        """The key of the same configuration run by daybreak's PyTorch model without torch.compile, under the same
+        protocol (the framework comparison's denominator, as DLPerf's tables are relative to a baseline)."""
         return self.model_copy(update=dict(framework=PYTORCH, program=None, compile=False)).key()
 
     def framework_name(self) -> str:
@@ -114,6 +121,11 @@ class ThroughputConfig(BaseModel):
         if parts and parts[0].startswith("python"):
             parts = parts[1:]
         return "program " + " ".join(parts)[:60]
+
+    def series(self) -> str:
+        """What a group of rows is named by: the framework, and for PyTorch timed as a program "pytorch (program)"
+        (its worker rows are another protocol: never one table's cells)."""
+        return f"{PYTORCH} (program)" if self.framework == PYTORCH and self.is_program else self.framework_name()
 
     def label(self) -> str:
         parts = [self.framework_name()] if self.is_program else []
@@ -178,8 +190,10 @@ class ThroughputResult(Versioned):
     scaling_efficiency: float | None = None  # speedup / ideal_speedup
     efficiency_basis: EfficiencyBasis | None = None
 
-    # FLOPs (torch.utils.flop_counter; a multiply-add = 2 FLOPs)
+    # FLOPs (torch.utils.flop_counter; a multiply-add = 2 FLOPs): the model's, one figure for every framework
     flops_per_step: int | None = None  # all devices together: per-device count x world size
+    flops_source: str | None = None  # "daybreak": its count of daybreak's model; "program": the program's own
+    own_flops_per_step: int | None = None  # a program's own count (its framework's cost analysis): a diagnostic
     flops_per_sample: float | None = None
     achieved_flops_per_s: float | None = None  # flops_per_step x steps / median time
     peak_precision: str | None = None  # fp32 / bf16 / fp16: the matmul peak utilization is relative to
@@ -208,7 +222,10 @@ class ThroughputResult(Versioned):
 
     # how it ran
     backend: str | None = None  # gloo / nccl with several processes
-    threads_per_process: int | None = None
+    threads_per_process: int | None = None  # intra-op threads, as the worker or program reports them
+    inter_op_threads: int | None = None  # as a program reports them
+    cores_used: float | None = None  # a program on a CPU: its CPU time / wall time over the timed steps (median)
+    layout: str | None = None  # NCHW / NHWC, as a program says its model trained
     cpu_cores: int | None = None  # cores the processes of a node could run on (its affinity mask)
     data_official: bool | None = None  # with --data: whether the files matched the official checksums
     device_name: str | None = None
@@ -221,6 +238,9 @@ class ThroughputResult(Versioned):
     init_s: float | None = None  # worker: build, FLOP count, compile and warm-up
     wall_s: float | None = None  # the whole configuration, process launch included
     system: SystemInfo | None = None
+    # how busy the machine was while the configuration ran (its processes' CPU time is ours, the rest other
+    # processes'); a row with context.busy_fraction above BUSY_FRACTION was measured on a busy machine
+    context: MeasurementContext | None = None
     started_at: datetime | None = None
     command: list[str] = Field(default_factory=list)  # the worker command line
 
@@ -232,6 +252,22 @@ class ThroughputResult(Versioned):
 
     def key(self) -> ConfigKey:
         return self.config.key()
+
+
+# A configuration was measured on a busy machine when other processes took more than this share of the logical
+# CPUs while it ran (daybreak.measure.context's rule for runs); its figures are the machine's on that day.
+BUSY_FRACTION = 0.10
+
+
+def is_busy(context: MeasurementContext | None) -> bool:
+    return context is not None and context.busy_fraction is not None and context.busy_fraction > BUSY_FRACTION
+
+
+def busy_text(context: MeasurementContext, cpus: int) -> str:
+    """'measured on a busy machine: other processes took 35% of the 2 logical CPUs (load 3.10 before)'."""
+    load = f" (load {context.load_avg_before[0]:.2f} before)" if context.load_avg_before else ""
+    return (f"measured on a busy machine: other processes took {100 * (context.busy_fraction or 0):.0f}% of the "
+            f"{cpus} logical CPUs{load}")
 
 
 # A precision whose matmuls run this many times slower than fp32 here has no native support (emulated: 20-100x
@@ -641,9 +677,10 @@ def to_markdown(rows: list[ThroughputResult]) -> str:
     for r in rows:
         c = r.config
         groups.setdefault((c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads,
-                           c.framework_name()), []).append(r)
-    if any(r.config.is_program for r in rows):
-        out += _framework_table(rows)
+                           c.series()), []).append(r)
+    programs = [r for r in rows if r.config.is_program]
+    if programs:  # PyTorch's program rows when there are any (one protocol), else its worker rows (said so)
+        out += _framework_table(programs if any(r.config.framework == PYTORCH for r in programs) else rows)
     for (model, mode, device, seq_len, image_size, data, channels_last, threads, framework), group in groups.items():
         extras = [framework if framework != PYTORCH else "", f"seq {seq_len}" if seq_len else "",
                   f"{image_size}px" if image_size else "",
@@ -724,17 +761,51 @@ def compiler_name(r: ThroughputResult) -> str:
                                                                                                   "on")
 
 
+DLPERF_PROTOCOL = (20, 100, 7)  # warm-up steps, timed steps, repeats (each a fresh process; the median)
+
+
+def protocol_text(warmup: int, steps: int, repeats: int, fresh_processes: bool = True) -> str:
+    """'20 warm-up + 100 timed steps, median of 7 repeats, each a fresh process (DLPerf's protocol)'."""
+    text = (f"{warmup} warm-up + {steps} timed steps, median of {repeats} repeats"
+            + (", each a fresh process" if fresh_processes else " (timed windows of one process)"))
+    if (warmup, steps, repeats) == DLPERF_PROTOCOL:
+        return text + " (DLPerf's protocol)"
+    return text + " (smaller than DLPerf's 20 + 100 x 7: not DLPerf's protocol)" if (
+        warmup < 20 or steps < 100 or repeats < 7) else text
+
+
+def math_text(r: ThroughputResult) -> str:
+    """What the row's matmuls ran in (TF32 named as such), else what its configuration asked for."""
+    return r.math_precision or AMP_TO_PRECISION[r.config.amp]
+
+
 def _framework_table(rows: list[ThroughputResult]) -> list[str]:
     """DLPerf's comparison: samples/s per framework x batch x precision x compiler, relative to daybreak's PyTorch
-    model without torch.compile on the same configuration, with the spread of the repeats."""
-    eager = {r.key(): r for r in rows if r.status == "ok" and not r.config.is_program and not r.config.compile}
+    model without torch.compile on the same configuration and protocol, with the spread of the repeats, the model
+    FLOPs (one figure per model, shape and batch) beside each framework's own count, and how busy the machine was."""
+    from daybreak.measure.flops import format_flops
+
+    eager = {r.key(): r for r in rows if r.status == "ok" and r.config.framework == PYTORCH and not r.config.compile}
+    protocols = sorted({(r.config.warmup, r.config.steps, r.config.repeats, r.config.is_program) for r in rows})
+    said = "; ".join(protocol_text(w, s, n, p) for w, s, n, p in protocols)
+    if len({p[3] for p in protocols}) > 1:
+        said += ". NOT ONE PROTOCOL: PyTorch's worker rows and the programs' rows are timed differently"
+    busy = [r for r in rows if is_busy(r.context)]
     out = ["## Frameworks (DLPerf)", "",
-           "Each framework trains the same model on the same configuration: PyTorch is daybreak's built-in model, "
-           "the others their reference programs (or `--program`), timed by the same protocol; every repeat of a "
-           "program is a fresh process whose warm-up steps are skipped. min-max is the spread over the repeats; "
-           "'vs PyTorch eager' divides by the PyTorch row without torch.compile.", "",
-           "| model | framework | compiler | precision | devices | batch/device | samples/s | min-max | "
-           "vs PyTorch eager | status |", "|---|---|---|---|---|---|---|---|---|---|"]
+           f"Protocol: {said}. Each framework trains the same model on the same configuration: PyTorch is daybreak's "
+           "built-in model, the others their reference programs (or `--program`); min-max is the spread over the "
+           "repeats; 'vs PyTorch eager' divides by PyTorch's row without its compiler under the same protocol; model "
+           "FLOPs are daybreak's count for the model, shape and batch, the same in every framework's row (own count: "
+           "the framework's, a diagnostic); 'others' is the share of the CPUs other processes took while the row "
+           "ran.", ""]
+    if busy:
+        worst = max(r.context.busy_fraction or 0.0 for r in busy if r.context is not None)
+        out += [f"**Measured on a busy machine**: other processes took up to {worst:.0%} of the CPUs during "
+                f"{len(busy)} of these {len(rows)} rows; the figures are this machine's on that day, not a ranking.",
+                ""]
+    out += ["| model | framework | compiler | precision | device | threads | batch/device | samples/s | min-max | "
+            "vs PyTorch eager | model FLOP/step | own count | others | status |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = r.config
         base = eager.get(c.pytorch_eager_key())
@@ -743,10 +814,18 @@ def _framework_table(rows: list[ThroughputResult]) -> list[str]:
         status = "ok" + (" (!)" if r.flags else "") if r.status == "ok" else \
             f"{r.status}: {_md_cell((r.error or '')[:160])}"
         devices = f"{c.nodes}x{c.devices}" if c.nodes > 1 else str(c.devices)
+        own = "-"
+        if r.own_flops_per_step and r.flops_per_step and r.flops_source == "daybreak":
+            own = f"{format_flops(r.own_flops_per_step)} ({r.own_flops_per_step / r.flops_per_step - 1:+.1%})"
+        elif r.own_flops_per_step:
+            own = format_flops(r.own_flops_per_step)
+        others = f"{r.context.busy_fraction:.0%}" if r.context and r.context.busy_fraction is not None else "-"
+        threads = str(r.threads_per_process or c.threads or "-")
         out.append("| " + " | ".join([
-            c.model, _md_cell(_framework_text(r)), compiler_name(r), AMP_TO_PRECISION[c.amp], devices,
+            c.model, _md_cell(_framework_text(r)), compiler_name(r), math_text(r), f"{devices} {c.device}", threads,
             str(r.batch_size or c.batch_size), _num(r.samples_per_s),
-            f"{_num(r.samples_per_s_min)}-{_num(r.samples_per_s_max)}" if r.samples_per_s else "-", ratio, status,
+            f"{_num(r.samples_per_s_min)}-{_num(r.samples_per_s_max)}" if r.samples_per_s else "-", ratio,
+            format_flops(r.flops_per_step) if r.flops_per_step else "-", own, others, status,
         ]) + " |")
     return out + [""] + _flag_lines([r for r in rows if r.config.is_program])
 

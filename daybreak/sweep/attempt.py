@@ -162,6 +162,7 @@ def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Att
     row.peak_memory_bytes = report.peak_memory_bytes
     row.backend = report.backend
     row.threads_per_process = report.threads
+    row.inter_op_threads, row.cores_used, row.layout = report.inter_op_threads, report.cores_used, report.layout
     row.cpu_cores = report.cpu_cores
     row.device_name = report.device_name
     row.optimizer = report.optimizer
@@ -176,6 +177,9 @@ def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Att
             config.devices * report.threads > report.cpu_cores:
         row.notes.append(f"oversubscribed: {config.devices} process(es) x {report.threads} threads on "
                          f"{report.cpu_cores} cores; they take turns, so samples/s understates what the cores do")
+    row.flops_source = report.flops_source or "daybreak"  # the worker counts daybreak's model
+    if report.own_flops_per_step_per_device is not None:
+        row.own_flops_per_step = report.own_flops_per_step_per_device * report.world_size
     if report.flops_per_step_per_device is not None:
         row.flops_per_step = report.flops_per_step_per_device * report.world_size
         row.flops_per_sample = row.flops_per_step / report.global_batch_size
@@ -196,7 +200,7 @@ def _result_from(config: ThroughputConfig, attempt: _Attempt, attempts: list[Att
                 row.peak_flops_per_s = ceiling * report.world_size
             elif per_process:  # measured at this row's threads per process: the node's processes add up,
                 # as far as the cores go (an oversubscribed node has no more compute than its cores)
-                procs = config.devices
+                procs = 1 if config.is_program else config.devices  # a program is one process
                 cores = report.cpu_cores or procs * (report.threads or 1)
                 share = min(1.0, cores / (procs * (report.threads or 1)))
                 row.peak_flops_per_s = ceiling * procs * share * config.nodes
@@ -211,8 +215,11 @@ def measure_config(config: ThroughputConfig, options: SweepOptions, peak: Peaks 
                    logs: Path, on_progress: Callable[[dict[str, Any]], None] | None = None,
                    log: Callable[[str], None] = log_to_stderr) -> ThroughputResult:
     """Measure one configuration (halving the batch after an OOM with --find-max-batch)."""
+    from daybreak.sweep.load import LoadMeter
+
     started_at = datetime.now(timezone.utc)
     start = time.perf_counter()
+    meter = LoadMeter().start()
     batch = config.batch_size
     attempts: list[Attempt] = []
     while True:
@@ -224,4 +231,8 @@ def measure_config(config: ThroughputConfig, options: SweepOptions, peak: Peaks 
             batch //= 2
             continue
         break
-    return _result_from(config, attempt, attempts, peak, started_at, time.perf_counter() - start)
+    context = meter.stop()
+    row = _result_from(config, attempt, attempts, peak, started_at, time.perf_counter() - start)
+    row.context = context
+    row.notes += context.warnings
+    return row

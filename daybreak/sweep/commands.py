@@ -100,10 +100,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "times with the device synchronized and reports the median; also FLOPs per step, achieved "
                     "FLOP/s, utilization of the measured peak (`daybreak peak`), MFU against the GPU's datasheet "
                     "peak (GPUs of daybreak's catalog), joules per sample from the energy counters where they "
-                    "exist, peak memory and the speedup over one device. --frameworks runs the same grid through JAX, "
-                    "TensorFlow and Paddle reference programs, --program through any program that reports with "
-                    "throughput_log (each repeat a fresh process). Results go to DIR/results.jsonl (appended per configuration; re-running skips "
-                    "what is there), results.csv, results.md and plots.",
+                    "exist, peak memory and the speedup over one device. --frameworks runs the same grid through "
+                    "PyTorch, JAX, TensorFlow and Paddle reference programs, --program through any program that "
+                    "reports with throughput_log: one protocol for all, each repeat a fresh process, the device and "
+                    "threads each program reports checked, every window's loss and clock checked, daybreak's model "
+                    "FLOPs in every row. Each row records how busy the machine was. Results go to DIR/results.jsonl "
+                    "(appended per configuration; re-running skips what is there), results.csv, results.md and plots.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--model", required=True, help="resnet50, bert_base or a task model (digits_cnn, mnist_cnn, "
@@ -111,16 +113,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--frameworks", default="pytorch",
                    help="who trains the model, comma-separated: pytorch (daybreak's models), jax, tensorflow, paddle "
                         "(their reference programs, resnet50 and bert_base; pip install 'daybreak[jax]' ...); "
-                        "--compile on is their compiler (XLA; Paddle: CINN)")
+                        "--compile on is their compiler over the whole training step (torch.compile, XLA; Paddle: "
+                        "CINN), off is eager")
     p.add_argument("--program", metavar="CMD",
                    help="time this training program instead (one string, e.g. \"python train.py --fast\"): it is "
                         "launched --repeats times as fresh processes and reports windows of steps with "
                         "throughput_log (see the README)")
+    p.add_argument("--protocol", choices=["auto", "worker", "program"], default="auto",
+                   help="how PyTorch's repeats are timed: worker (one process, the repeats timed windows after one "
+                        "warm-up; DDP, inference, --data, energy) or program (each repeat a fresh process of "
+                        "PyTorch's reference program with its own warm-up, as every other framework); auto: "
+                        "program as soon as another framework or --program is in the sweep, else worker")
+    p.add_argument("--min-window", type=float, default=1.0, metavar="SECONDS",
+                   help="program protocol: each window a program reports lasts at least this long, so that "
+                        "daybreak's clock can judge it")
     p.add_argument("--mode", choices=["train", "infer"], default="train",
                    help="train: forward+backward+optimizer step; infer: forward only")
     p.add_argument("--batch-sizes", default="32", help="per-device batch sizes, comma-separated")
     p.add_argument("--amp", default="off", help="precisions, comma-separated: off (fp32), bf16, fp16")
-    p.add_argument("--compile", default="off", help="torch.compile: off, on or off,on")
+    p.add_argument("--compile", default="off", help="the compiler over the whole training step (forward, loss, "
+                                                    "backward, optimizer): off, on or off,on; torch.compile for "
+                                                    "PyTorch")
     p.add_argument("--devices", default="1", help="devices (processes) per node, comma-separated; on CPU several "
                                                   "processes share the cores (gloo)")
     p.add_argument("--nodes", type=int, default=1, help="nodes; run the same command on each, with its --node-rank")
@@ -198,6 +211,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         timeout_s=_seconds("--timeout", args.timeout), peak_budget_s=_seconds("--peak-budget", args.peak_budget),
         plots=not args.no_plots, quiet=args.quiet,
         frameworks=[f for f in args.frameworks.split(",") if f.strip()], program=_program(args.program),
+        protocol=args.protocol, min_window_s=_seconds("--min-window", args.min_window),
     )
     from daybreak.executors import ExecutorOptions, check_options
     from daybreak.options import dataclass_from_args

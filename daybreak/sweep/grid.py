@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from daybreak.errors import ConfigError
-from daybreak.records.throughput import Amp, Mode, PeakResult, ThroughputConfig
+from daybreak.records.throughput import Amp, Mode, PeakResult, Protocol, ThroughputConfig
 from daybreak.sweep.launch import LaunchSpec
 
 AMP_ORDER: tuple[Amp, ...] = ("off", "bf16", "fp16")
@@ -50,6 +50,10 @@ class SweepOptions:
     log: Callable[[str], None] | None = None
     frameworks: list[str] = field(default_factory=lambda: ["pytorch"])  # pytorch and/or daybreak.sweep.program's
     program: list[str] | None = None  # --program: any program speaking the protocol (daybreak.sweep.program)
+    # "auto": the program protocol for every framework (PyTorch's reference program too) as soon as one framework
+    # is not PyTorch or --program is given, else the worker; "worker" / "program" as ThroughputConfig.protocol
+    protocol: str = "auto"
+    min_window_s: float = 1.0  # program protocol: the shortest window a program reports (throughput_log)
 
 
 def resolve_device(name: str) -> str:
@@ -93,6 +97,7 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
     if options.mode not in ("train", "infer"):
         raise ConfigError(f"--mode {options.mode!r}: choose train or infer")
     frameworks = check_frameworks(options)
+    protocol = resolve_protocol(options, frameworks)
     if options.program is None and options.model not in model_names():
         raise ConfigError(f"unknown model {options.model!r}; known models: {', '.join(model_names())}")
     # --program: the model is the program's own (a name for the records); daybreak's models are checked as usual
@@ -168,13 +173,31 @@ def expand(options: SweepOptions) -> list[ThroughputConfig]:
             download=options.download, channels_last=options.channels_last, device=device, warmup=options.warmup,
             steps=options.steps, repeats=options.repeats, threads=options.threads,
             find_max_batch=options.find_max_batch, framework=framework,
-            program=options.program if framework == "program" else None))
+            program=options.program if framework == "program" else None,
+            protocol="program" if framework != "pytorch" else protocol, min_window_s=options.min_window_s))
     return configs
+
+
+def resolve_protocol(options: SweepOptions, frameworks: list[str]) -> Protocol:
+    """The protocol of the sweep's PyTorch rows (every other framework's rows are programs): one protocol for
+    every row of a comparison."""
+    others = [f for f in frameworks if f != "pytorch"]
+    if options.protocol not in ("auto", "worker", "program"):
+        raise ConfigError(f"--protocol {options.protocol}: choose auto, worker or program")
+    if options.protocol == "worker" and others:
+        raise ConfigError(f"--protocol worker: only PyTorch has daybreak's worker; {', '.join(others)} run(s) as "
+                          "programs, so a comparison times every framework as a program (--protocol program, the "
+                          "default)")
+    if options.protocol == "program" or (options.protocol == "auto" and others):
+        if not options.min_window_s > 0:
+            raise ConfigError(f"--min-window {options.min_window_s:g}: must be > 0 seconds")
+        return "program"
+    return "worker"
 
 
 def check_frameworks(options: SweepOptions) -> list[str]:
     """The frameworks to run (``program`` for --program), each installed, with what programs can do checked."""
-    from daybreak.sweep.program import REFERENCE_MODELS, check_framework
+    from daybreak.sweep.program import FRAMEWORKS, REFERENCE_MODELS, check_framework
 
     names = list(dict.fromkeys(f.strip().lower() for f in options.frameworks if f.strip()))
     if options.program is not None:
@@ -184,17 +207,22 @@ def check_frameworks(options: SweepOptions) -> list[str]:
             raise ConfigError("--program: give the program's command line, e.g. --program 'python train.py'")
         names = ["program"]
     if not names:
-        raise ConfigError("--frameworks: give one or more of pytorch, jax, tensorflow, paddle")
+        raise ConfigError(f"--frameworks: give one or more of {', '.join(FRAMEWORKS)}")
     for name in names:
         if name not in ("pytorch", "program"):
             check_framework(name)
             if options.model not in REFERENCE_MODELS:
                 raise ConfigError(f"--frameworks {name}: its reference program trains {' and '.join(REFERENCE_MODELS)}"
                                   f", not {options.model} (or time your own program with --program)")
-    if any(n != "pytorch" for n in names):
+    if any(n != "pytorch" for n in names) or options.protocol == "program":
         for flag, bad in (("--mode infer", options.mode != "train"), ("--data", bool(options.data)),
                           ("--nodes > 1", options.nodes > 1)):
             if bad:
-                raise ConfigError(f"{flag}: programs (--program, --frameworks other than pytorch) time training "
-                                  "steps on synthetic data on one node")
+                raise ConfigError(f"{flag}: programs (--program, --frameworks other than pytorch, --protocol "
+                                  "program) time training steps on synthetic data on one node")
+    fixed = [n for n in names if n in FRAMEWORKS and n != "pytorch"]
+    if options.channels_last and fixed:
+        layouts = ", ".join(f"{n} {FRAMEWORKS[n].layout}" for n in fixed)
+        raise ConfigError(f"--channels-last is PyTorch's memory format: the reference programs train in one layout "
+                          f"each ({layouts}; every row records its layout); leave it out to compare frameworks")
     return names

@@ -25,7 +25,7 @@ from daybreak.sweep.views import current_rows, write_views
 
 PARTS = "parts"
 # flags that the per-configuration command sets itself, or that belong to this driver only: (flag, takes a value)
-DRIVER_FLAGS = {"--frameworks": True, "--batch-sizes": True, "--amp": True, "--compile": True, "--devices": True, "--out": True,
+DRIVER_FLAGS = {"--frameworks": True, "--protocol": True, "--batch-sizes": True, "--amp": True, "--compile": True, "--devices": True, "--out": True,
                 "--force": False, "--retry-failed": False, "--json": False, "--quiet": False, "-q": False,
                 "--no-plots": False, "--executor": True, "--parallel": True, "--slurm-partition": True,
                 "--slurm-time-min": True, "--slurm-cpus-per-trial": True, "--slurm-mem-gb": True,
@@ -50,6 +50,8 @@ def strip_driver_flags(argv: list[str]) -> list[str]:
 
 def config_command(base: list[str], config: ThroughputConfig, part: Path) -> list[str]:
     frameworks = [] if config.framework == "program" else ["--frameworks", config.framework]  # --program stays in base
+    if config.framework == "pytorch":  # alone in its job: the protocol of the comparison it belongs to
+        frameworks += ["--protocol", config.protocol]
     return [sys.executable, "-m", "daybreak", *base, *frameworks, "--batch-sizes", str(config.batch_size),
             "--amp", config.amp,
             "--compile", "on" if config.compile else "off", "--devices", str(config.devices), "--out", str(part),

@@ -40,7 +40,7 @@ def write_views(out: Path, plots: bool = True, log: Callable[[str], None] | None
 def _group_key(r: ThroughputResult) -> GroupKey:
     c = r.config
     return (c.model, c.mode, c.device, c.seq_len, c.image_size, c.data, c.channels_last, c.threads,
-            c.framework_name())
+            c.series())
 
 
 def _group_title(key: GroupKey) -> str:

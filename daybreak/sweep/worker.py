@@ -52,6 +52,7 @@ from daybreak.sweep.launch import cpu_cores
 
 if TYPE_CHECKING:
     from daybreak.measure.energy import EnergyDelta, EnergySnapshot
+    from daybreak.train.distributed import DistContext
     from daybreak.tasks import Task
 
 # The one model pre-trained on token sequences (masked-language modelling); every other model's input is its task's
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 TOKEN_MODELS = {"bert_base"}
 DEFAULT_SEQ_LEN = 128
 MLM_PROBABILITY = 0.15  # BERT pre-training: 15% of the tokens are predicted
-IGNORE_INDEX = -100
 
 
 class WorkerSpec(BaseModel):
@@ -77,12 +77,17 @@ class WorkerReport(BaseModel):
     batch_size: int
     global_batch_size: int
     times_s: list[float] = Field(default_factory=list)
-    flops_per_step_per_device: int | None = None
+    flops_per_step_per_device: int | None = None  # the model FLOPs (daybreak's count; see flops_source)
+    own_flops_per_step_per_device: int | None = None  # a program's own count (a diagnostic)
+    flops_source: str | None = None  # "daybreak" (torch.utils.flop_counter on daybreak's model) or "program"
     input_shape: list[int] = Field(default_factory=list)
     peak_memory_bytes: int | None = None
     peak_host_rss_bytes: int | None = None
     backend: str | None = None
     threads: int | None = None
+    inter_op_threads: int | None = None
+    cores_used: float | None = None  # CPU time / wall time over the timed steps (programs on a CPU)
+    layout: str | None = None  # image layout the model trained in (NCHW / NHWC), as the program says
     device_name: str | None = None
     optimizer: str | None = None
     init_s: float | None = None
@@ -147,13 +152,17 @@ def synthetic_image_shape(config: ThroughputConfig) -> tuple[int, int, int]:
     return channels, height, width
 
 
-def make_optimizer(cls: Callable[..., torch.optim.Optimizer], model: nn.Module, **kwargs: Any) -> torch.optim.Optimizer:
+def make_optimizer(cls: Callable[..., torch.optim.Optimizer], model: nn.Module, fused: bool = True,
+                   **kwargs: Any) -> torch.optim.Optimizer:
     """The fused implementation where this torch/device has one (one kernel per step instead of a pass per
-    elementwise op: 10x faster AdamW on CPU), else the default (foreach) one."""
-    try:
-        return cls(model.parameters(), fused=True, **kwargs)
-    except (RuntimeError, TypeError, ValueError):
-        return cls(model.parameters(), **kwargs)
+    elementwise op: 10x faster AdamW on CPU), else (or with ``fused=False``: torch.compile traces the foreach one
+    into its own kernels, the fused one it cannot trace) the default (foreach) one."""
+    if fused:
+        try:
+            return cls(model.parameters(), fused=True, **kwargs)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return cls(model.parameters(), **kwargs)
 
 
 def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
@@ -170,7 +179,7 @@ class Workload:
     next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]]
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     input_shape: list[int]
-    make_optimizer: Callable[[nn.Module], torch.optim.Optimizer]
+    make_optimizer: Callable[..., torch.optim.Optimizer]  # (model, fused=True) -> the optimizer
     data_official: bool | None = None  # real data: whether the files match the official checksums
     data_notes: list[str] = field(default_factory=list)
 
@@ -193,6 +202,40 @@ def _cycle(x: torch.Tensor, y: torch.Tensor, batch: int) -> Callable[[], tuple[t
     return next_batch
 
 
+def masked_count(seq_len: int) -> int:
+    """The masked tokens per sequence: 15% of them, rounded half up, at least 1 (= reference.masked_count)."""
+    return max(1, int(seq_len * MLM_PROBABILITY + 0.5))
+
+
+def synthetic_tokens(batch: int, seq_len: int, vocab: int, generator: torch.Generator
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(token ids (B, L), the sorted positions of each sequence's masked tokens (B, P), their labels (B, P)): the
+    same count P in every sequence, so every framework's step has static shapes."""
+    ids = torch.randint(1, vocab, (batch, seq_len), generator=generator)
+    positions = torch.rand(batch, seq_len, generator=generator).argsort(dim=1)[:, :masked_count(seq_len)]
+    positions = positions.sort(dim=1).values
+    return ids, positions, ids.gather(1, positions)
+
+
+def mlm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The masked-LM loss: the mean cross-entropy over the masked positions (the only ones scored)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+
+class MaskedLMBatch(nn.Module):
+    """BERT's masked-LM step on one tensor per batch (the worker's steps take one input): each row is a
+    sequence's ``seq_len`` token ids followed by the positions of its masked tokens, which are all the head
+    scores (daybreak.models.bert: ``masked_positions``)."""
+
+    def __init__(self, bert: nn.Module, seq_len: int):
+        super().__init__()
+        self.bert, self.seq_len = bert, seq_len
+
+    def forward(self, batch: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.bert(batch[:, :self.seq_len], masked_positions=batch[:, self.seq_len:])
+        return out
+
+
 def build_workload(config: ThroughputConfig, batch: int, device: torch.device, rank: int, world: int) -> Workload:
     from daybreak.models import create_model
 
@@ -206,27 +249,21 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
         seq_len = config.seq_len or DEFAULT_SEQ_LEN
         from daybreak.models.bert import BertForMaskedLM
 
-        model = create_model(config.model).to(device)
-        assert isinstance(model, BertForMaskedLM), "TOKEN_MODELS are BERTs"
-        vocab = model.config.vocab_size
-        if seq_len > model.config.max_position_embeddings:
+        bert = create_model(config.model).to(device)
+        assert isinstance(bert, BertForMaskedLM), "TOKEN_MODELS are BERTs"
+        if seq_len > bert.config.max_position_embeddings:
             raise ConfigError(f"--seq-len {seq_len}: {config.model} has "
-                              f"{model.config.max_position_embeddings} positions")
-        ids = torch.randint(1, vocab, (batch, seq_len), generator=generator)
-        labels = torch.full((batch, seq_len), IGNORE_INDEX, dtype=torch.long)
-        masked = torch.rand(batch, seq_len, generator=generator) < MLM_PROBABILITY
-        labels[masked] = ids[masked]
-        x, y = ids.to(device), labels.to(device)
+                              f"{bert.config.max_position_embeddings} positions")
+        ids, positions, labels = synthetic_tokens(batch, seq_len, bert.config.vocab_size, generator)
+        x, y = torch.cat([ids, positions], dim=1).to(device), labels.to(device)
 
-        def mlm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                   ignore_index=IGNORE_INDEX)
+        return Workload(model=MaskedLMBatch(bert, seq_len), next_batch=lambda: (x, y), loss_fn=mlm_loss,
+                        input_shape=[seq_len],
+                        make_optimizer=lambda m, fused=True: make_optimizer(torch.optim.AdamW, m, fused, lr=1e-5,
+                                                                            weight_decay=0.01))
 
-        return Workload(model=model, next_batch=lambda: (x, y), loss_fn=mlm_loss, input_shape=[seq_len],
-                        make_optimizer=lambda m: make_optimizer(torch.optim.AdamW, m, lr=1e-5, weight_decay=0.01))
-
-    def sgd(m: nn.Module) -> torch.optim.Optimizer:
-        return make_optimizer(torch.optim.SGD, m, lr=1e-3, momentum=0.9, weight_decay=5e-5)
+    def sgd(m: nn.Module, fused: bool = True) -> torch.optim.Optimizer:
+        return make_optimizer(torch.optim.SGD, m, fused, lr=1e-3, momentum=0.9, weight_decay=5e-5)
 
     if config.data:
         from daybreak.recipes import get_recipe
@@ -262,6 +299,101 @@ def build_workload(config: ThroughputConfig, batch: int, device: torch.device, r
     y = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
     return Workload(model=model, next_batch=lambda: (x, y), loss_fn=F.cross_entropy, input_shape=list(shape),
                     make_optimizer=sgd)
+
+
+# --- the training step -------------------------------------------------------------------------------------
+
+WHOLE_STEP = "torch.compile"  # forward, loss, backward and optimizer under the compiler (XLA's scope)
+MODEL_ONLY = "torch.compile (model only)"  # DDP or fp16 loss scaling: the model compiled, the rest eager
+
+
+def compile_whole_step(model: nn.Module, optimizer: torch.optim.Optimizer,
+                       loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], device: torch.device, amp: str,
+                       backend: Any = "inductor") -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The whole training step under torch.compile, as XLA compiles JAX's and TensorFlow's: Dynamo traces the
+    forward, the loss and the backward (``trace_autograd_ops``) into one graph and the optimizer's update (a
+    foreach optimizer: the fused one is opaque to it) into another (torch's optimizer breaks the graph at its
+    no_grad boundary on purpose); the gradients are released in the step. Returns step(x, y) -> the loss."""
+    import torch._dynamo
+
+    try:
+        setattr(torch._dynamo.config, "trace_autograd_ops", True)  # noqa: B010 - a config flag torch may lack
+    except AttributeError:  # an older torch: compiled autograd captures the backward instead
+        setattr(torch._dynamo.config, "compiled_autograd", True)  # noqa: B010
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with autocast(device, amp):
+            loss = loss_fn(model(x), y)
+        value = loss.detach()
+        loss.backward()  # type: ignore[no-untyped-call]  # (torch's Tensor.backward is unannotated)
+        optimizer.step()
+        for p in params:
+            p.grad = None
+        return value
+
+    return cast(Callable[[torch.Tensor, torch.Tensor], torch.Tensor], torch.compile(step, backend=backend))
+
+
+def make_train_step(work: Workload, device: torch.device, amp: str, compile: bool, dist_ctx: "DistContext",
+                    ) -> tuple[Callable[[], torch.Tensor], str, str]:
+    """(step() -> the step's loss tensor, the optimizer's description, the compiler): daybreak's TrainStep (the
+    training step of `daybreak run`) eagerly; with ``compile`` the whole step compiled (compile_whole_step), or,
+    under DDP or fp16 loss scaling (whose hooks and scaler Dynamo cannot trace into one step), the model compiled
+    and the rest eager, which the compiler's name says."""
+    from daybreak.train.step import Backend, TrainStep
+
+    model = work.model
+    whole = compile and not dist_ctx.enabled and amp != "fp16"
+    optimizer = work.make_optimizer(model, fused=not whole)
+    if whole:
+        compiled = compile_whole_step(model, optimizer, work.loss_fn, device, amp)
+
+        def run_compiled() -> torch.Tensor:
+            x, y = work.next_batch()
+            return compiled(x, y)
+
+        return run_compiled, describe_optimizer(optimizer), WHOLE_STEP
+    runnable: nn.Module = model
+    if dist_ctx.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+
+        runnable = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if compile:
+        runnable = cast(nn.Module, torch.compile(runnable))  # an OptimizedModule (torch's stub says Callable)
+    train_step = TrainStep(runnable, optimizer, work.loss_fn, Backend(device, amp, dist_ctx))
+
+    def run() -> torch.Tensor:
+        x, y = work.next_batch()
+        return train_step(x, y)
+
+    return run, describe_optimizer(optimizer), MODEL_ONLY if compile else "none"
+
+
+def model_step_flops(config: ThroughputConfig, batch: int) -> int:
+    """daybreak's count of one step's FLOPs on one device for ``config``'s model, shape and mode at ``batch``
+    (torch.utils.flop_counter on meta tensors: shapes only, nothing computed): the model FLOPs every framework's
+    row of the same (model, shape, batch) carries."""
+    from daybreak.measure.flops import step_flops
+    from daybreak.models import create_model
+
+    train = config.mode == "train"
+    with torch.device("meta"):
+        if model_kind(config.model) == "tokens":
+            seq_len = config.seq_len or DEFAULT_SEQ_LEN
+            model: nn.Module = MaskedLMBatch(create_model(config.model), seq_len)
+            x = torch.zeros(batch, seq_len + masked_count(seq_len), dtype=torch.long)
+            y = torch.zeros(batch, masked_count(seq_len), dtype=torch.long)
+            loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = mlm_loss
+        else:
+            task = model_task(config.model)
+            assert task is not None, "model_kind checked it"
+            model = create_model(config.model, num_classes=task.num_classes)
+            x = torch.zeros(batch, *synthetic_image_shape(config))
+            y = torch.zeros(batch, dtype=torch.long)
+            loss_fn = F.cross_entropy
+    model.train(train)
+    return step_flops(model, x, y, loss_fn, train)
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
@@ -441,29 +573,19 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
     with autocast(device, config.amp):
         flops = step_flops(model, x0, y0, work.loss_fn, train)
 
-    runnable: nn.Module = model
-    if world > 1 and train:
-        from torch.nn.parallel import DistributedDataParallel
-
-        runnable = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
-    if config.compile:
-        runnable = cast(nn.Module, torch.compile(runnable))  # an OptimizedModule (torch's stub says Callable)
-
-    optimizer_name = None
+    optimizer_name, compiler = None, "none"
     if train:
-        optimizer = work.make_optimizer(model)
-        optimizer_name = describe_optimizer(optimizer)
-        # the same training step as `daybreak run` (forward under autocast, loss, scaled backward, step)
         from daybreak.train.distributed import DistContext
-        from daybreak.train.step import Backend, TrainStep
 
         dist_ctx = DistContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend)
-        train_step = TrainStep(runnable, optimizer, work.loss_fn, Backend(device, config.amp, dist_ctx))
+        train_step, optimizer_name, compiler = make_train_step(work, device, config.amp, config.compile, dist_ctx)
 
         def step() -> None:
-            x, y = work.next_batch()
-            train_step(x, y)
+            train_step()
     else:
+        runnable = cast(nn.Module, torch.compile(model)) if config.compile else model
+        compiler = "torch.compile" if config.compile else "none"
+
         def step() -> None:
             x, _ = work.next_batch()
             with torch.inference_mode(), autocast(device, config.amp):
@@ -526,8 +648,7 @@ def measure(spec: WorkerSpec, progress_path: Path | None = None) -> WorkerReport
         optimizer=optimizer_name, init_s=init_s, cpu_cores=cpu_cores(), data_official=work.data_official,
         data_notes=work.data_notes, math_precision=math_precision(config, device), energy_j=energy_j,
         energy_covers=energy_covers, energy_unavailable=energy_unavailable, system=system,
-        framework="pytorch", framework_version=torch.__version__,
-        compiler="torch.compile" if config.compile else "none",
+        framework="pytorch", framework_version=torch.__version__, compiler=compiler,
     )
     if world > 1:
         barrier()

@@ -6,9 +6,18 @@ one ``jax.jit``-compiled step with the state donated (examples/imagenet/train.py
 Flax BERT of the Hugging Face port (Dense query/key/value, the decoder tied to the word embeddings through
 ``Embed.attend``).
 
-XLA always (JAX has no eager training path worth timing: `--compile off` is reported unsupported). AMP bf16 is
-Flax's ``dtype=bfloat16`` (computation) with float32 parameters. Several devices: the batch is sharded over a
-1-D mesh and the state replicated (on a CPU, XLA's host platform is split into that many devices).
+XLA always, over the whole step (JAX has no eager training path worth timing: `--compile off` is reported
+unsupported). AMP bf16 is Flax's ``dtype=bfloat16`` (computation) with float32 parameters; fp32 is true fp32
+(``jax_default_matmul_precision`` "highest": on Ampere and later GPUs XLA's default runs fp32 matmuls in TF32).
+The dropout key of each step is folded from the step counter inside the compiled step (no per-step host work).
+Several devices: the batch is sharded over a 1-D mesh and the state replicated (on a CPU, XLA's host platform is
+split into that many devices).
+
+The device is JAX's platform, chosen before JAX starts (``JAX_PLATFORMS``: cpu, or cuda; a jaxlib without CUDA
+fails the configuration with one line). Threads: XLA's CPU runtime has no thread-count option; it sizes its
+thread pool from the process's CPU affinity (tsl::port::MaxParallelism), so the program restricts its affinity to
+``--threads`` cores before JAX starts, and at one thread also turns off Eigen's multi-threading
+(``--xla_cpu_multi_thread_eigen=false``); it reports the pool size it leaves XLA.
 """
 
 import os
@@ -19,9 +28,27 @@ from typing import Any
 import reference as ref
 
 OPTS = ref.options()
-if OPTS.devices > 1:  # before jax is imported: a CPU becomes OPTS.devices host devices (ignored by GPU platforms)
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={OPTS.devices}").strip()
+
+
+def _setup_before_jax(opts: Any) -> str | None:
+    """The platform and threads, which JAX reads when it starts; a reason when the threads cannot be applied."""
+    os.environ["JAX_PLATFORMS"] = "cuda" if opts.device == "cuda" else "cpu"
+    flags = os.environ.get("XLA_FLAGS", "")
+    if opts.devices > 1:  # a CPU becomes OPTS.devices host devices (ignored by GPU platforms)
+        flags += f" --xla_force_host_platform_device_count={opts.devices}"
+    if opts.device == "cpu" and opts.threads == 1:
+        flags += " --xla_cpu_multi_thread_eigen=false"
+    os.environ["XLA_FLAGS"] = flags.strip()
+    if opts.device != "cpu" or not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < opts.threads:
+        return f"asked for {opts.threads} threads, this process may run on {len(cores)} core(s)"
+    os.sched_setaffinity(0, cores[:opts.threads])
+    return None
+
+
+THREADS_PROBLEM = _setup_before_jax(OPTS)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -45,7 +72,7 @@ class Bottleneck(nn.Module):
         conv = partial(nn.Conv, use_bias=False, dtype=self.dtype,
                        kernel_init=nn.initializers.variance_scaling(2.0, "fan_out", "normal"))
         norm = partial(nn.BatchNorm, use_running_average=not train, momentum=1 - ref.BN["momentum"],
-                       epsilon=ref.BN["eps"], dtype=self.dtype)
+                       epsilon=ref.BN["eps"], dtype=self.dtype, use_fast_variance=False)
         s = (self.stride, self.stride)
         y = nn.relu(norm(name="bn1")(conv(self.width, (1, 1), padding="VALID", name="conv1")(x)))
         y = nn.relu(norm(name="bn2")(conv(self.width, (3, 3), s, padding=((1, 1), (1, 1)), name="conv2")(y)))  # v1.5
@@ -63,11 +90,12 @@ class ResNet50(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x: jax.Array, train: bool = True, dropout: bool = False) -> jax.Array:
+    def __call__(self, x: jax.Array, train: bool = True, dropout: bool = False,
+                 positions: jax.Array | None = None) -> jax.Array:
         x = nn.Conv(64, (7, 7), (2, 2), padding=((3, 3), (3, 3)), use_bias=False, dtype=self.dtype,
                     kernel_init=nn.initializers.variance_scaling(2.0, "fan_out", "normal"), name="conv1")(x)
         x = nn.BatchNorm(use_running_average=not train, momentum=1 - ref.BN["momentum"], epsilon=ref.BN["eps"],
-                         dtype=self.dtype, name="bn1")(x)
+                         dtype=self.dtype, use_fast_variance=False, name="bn1")(x)
         x = nn.max_pool(nn.relu(x), (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
         for i, (width, blocks, stride) in enumerate(STAGES, 1):
             for j in range(blocks):
@@ -104,17 +132,20 @@ class BertForMaskedLM(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, ids: jax.Array, train: bool = True, dropout: bool = True) -> jax.Array:
+    def __call__(self, ids: jax.Array, train: bool = True, dropout: bool = True,
+                 positions: jax.Array | None = None) -> jax.Array:
         c = ref.BERT
         init = nn.initializers.normal(0.02)
         embed = nn.Embed(ref.VOCAB, c["hidden"], embedding_init=init, dtype=self.dtype, name="word_embeddings")
-        positions = self.param("position_embeddings", init, (c["positions"], c["hidden"]))
+        position_table = self.param("position_embeddings", init, (c["positions"], c["hidden"]))
         types = self.param("token_type_embeddings", init, (c["types"], c["hidden"]))
-        x = embed(ids) + positions[: ids.shape[1]].astype(self.dtype) + types[0].astype(self.dtype)
+        x = embed(ids) + position_table[: ids.shape[1]].astype(self.dtype) + types[0].astype(self.dtype)
         x = nn.LayerNorm(epsilon=c["ln_eps"], dtype=self.dtype, name="embeddings_LayerNorm")(x)
         x = nn.Dropout(c["dropout"], deterministic=not dropout)(x)
         for i in range(c["layers"]):
             x = BertLayer(self.dtype, name=f"layer_{i}")(x, dropout)
+        if positions is not None:  # the masked positions only, as BERT's pre-training (gather_indexes)
+            x = jnp.take_along_axis(x, positions[..., None], axis=1)
         h = nn.gelu(nn.Dense(c["hidden"], dtype=self.dtype, kernel_init=init, name="transform_dense")(x),
                     approximate=False)
         h = nn.LayerNorm(epsilon=c["ln_eps"], dtype=self.dtype, name="transform_LayerNorm")(h)
@@ -207,31 +238,36 @@ def step_flops(lowered: Any, compiled: Any, n_devices: int) -> int | None:
     return max(counts) if counts else None
 
 
-def loss_of(logits: jax.Array, labels: jax.Array, model: str) -> jax.Array:
-    logits = logits.astype(jnp.float32)
-    if model == "resnet50":
-        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-    mask = labels != ref.IGNORE_INDEX  # masked-LM: the mean over the predicted tokens
-    per_token = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.where(mask, labels, 0))
-    return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1)
+def loss_of(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """The mean cross-entropy: over the images, or over the masked tokens (the only ones BERT's head scores)."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels).mean()
 
 
 def main() -> int:
     opts = OPTS
-    devices = jax.devices()[: opts.devices]
-    platform = devices[0].platform
     if not ref.check(opts, "jax", compiler_off_ok=False, several_devices=True, why={
             "compile_off": "JAX always compiles with XLA (jax.jit): there is no compiler-off JAX to time",
             "amp": f"JAX: AMP {opts.amp} is not supported by this program (bf16 only)"}):
         return 0
+    if THREADS_PROBLEM:
+        return int(ref.fail(opts, f"jax: {THREADS_PROBLEM}"))
+    try:
+        devices = jax.devices()[: opts.devices]
+    except Exception as e:  # noqa: BLE001 - JAX_PLATFORMS names a platform this jaxlib does not have (JAX raises
+        # a RuntimeError or, for a platform it has never heard of, an AssertionError)
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}" if str(e) else type(e).__name__
+        return int(ref.fail(opts, f"asked for {opts.device}: jax {jax.__version__} has no such backend here ({why}; "
+                                  "a CUDA jaxlib: pip install 'jax[cuda12]')"))
+    platform = devices[0].platform
     if len(devices) < opts.devices:
         ref.tl.unsupported(f"JAX sees {len(jax.devices())} {platform} device(s), {opts.devices} asked")
         return 0
+    if opts.amp == "off":
+        jax.config.update("jax_default_matmul_precision", "highest")  # true fp32, not TF32
     dtype = jnp.bfloat16 if opts.amp == "bf16" else jnp.float32
     model = ResNet50(dtype=dtype) if opts.model == "resnet50" else BertForMaskedLM(dtype=dtype)
-    x_np, y_np = ref.synthetic_batch(opts)
-    if opts.model == "resnet50":
-        x_np = x_np.transpose(0, 2, 3, 1)  # NCHW -> NHWC, Flax's layout
+    batch = ref.synthetic_batch(opts)
+    x_np = batch.x.transpose(0, 2, 3, 1) if opts.model == "resnet50" else batch.x  # NCHW -> NHWC, Flax's layout
     rng = jax.random.PRNGKey(0)
     weights = ref.torch_weights(opts)
     if weights is not None:
@@ -248,19 +284,22 @@ def main() -> int:
                               batch_stats=variables.get("batch_stats", {}))
     has_stats = bool(state.batch_stats)
 
-    def forward(params: PyTree, batch_stats: PyTree, x: jax.Array, key: jax.Array,
+    def forward(params: PyTree, batch_stats: PyTree, x: jax.Array, positions: jax.Array | None, key: jax.Array,
                 dropout: bool) -> tuple[jax.Array, PyTree]:
         v = {"params": params, **({"batch_stats": batch_stats} if has_stats else {})}
         if has_stats:
-            logits, updates = model.apply(v, x, train=True, dropout=dropout, mutable=["batch_stats"],
-                                          rngs={"dropout": key})
+            logits, updates = model.apply(v, x, train=True, dropout=dropout, positions=positions,
+                                          mutable=["batch_stats"], rngs={"dropout": key})
             return logits, updates
-        return model.apply(v, x, train=True, dropout=dropout, rngs={"dropout": key}), {}
+        return model.apply(v, x, train=True, dropout=dropout, positions=positions, rngs={"dropout": key}), {}
 
-    def train_step(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array) -> tuple[TrainState, jax.Array]:
+    def train_step(state: TrainState, x: jax.Array, y: jax.Array, positions: jax.Array | None,
+                   dropout: bool) -> tuple[TrainState, jax.Array]:
+        key = jax.random.fold_in(rng, state.step)  # a new dropout key every step, on the device
+
         def loss_fn(params: PyTree) -> tuple[jax.Array, PyTree]:
-            logits, updates = forward(params, state.batch_stats, x, key, True)
-            return loss_of(logits, y, opts.model), updates
+            logits, updates = forward(params, state.batch_stats, x, positions, key, dropout)
+            return loss_of(logits, y), updates
 
         (loss, updates), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         state = state.apply_gradients(grads=grads, batch_stats=updates.get("batch_stats", state.batch_stats))
@@ -270,26 +309,35 @@ def main() -> int:
     batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     state = jax.device_put(state, replicated)
-    x, y = jax.device_put(jnp.asarray(x_np), batch_sharding), jax.device_put(jnp.asarray(y_np), batch_sharding)
-    lowered = jax.jit(train_step, donate_argnums=0).lower(state, x, y, rng)
+    x, y = jax.device_put(jnp.asarray(x_np), batch_sharding), jax.device_put(jnp.asarray(batch.y), batch_sharding)
+    positions = None if batch.positions is None else jax.device_put(jnp.asarray(batch.positions), batch_sharding)
+    dropout = not opts.describe  # the equivalence figures: dropout off
+    lowered = jax.jit(partial(train_step, dropout=dropout), donate_argnums=0).lower(state, x, y, positions)
     compiled = lowered.compile()
     flops = step_flops(lowered, compiled, len(devices))
 
     if opts.describe:
-        logits, _ = jax.jit(partial(forward, dropout=False))(state.params, state.batch_stats, x, rng)
         params = sum(p.size for p in jax.tree_util.tree_leaves(state.params))
-        ref.describe(params, flops, loss_of(logits, y, opts.model), framework="jax", version=jax.__version__)
+        losses = []
+        for _ in range(opts.check_steps + 1):
+            state, loss = compiled(state, x, y, positions)
+            losses.append(float(loss))
+        ref.describe(params, flops, losses, framework="jax", version=jax.__version__)
         return 0
 
-    holder: dict[str, Any] = {"state": state, "loss": None, "i": 0}  # the state, the last loss, the step
+    holder: dict[str, Any] = {"state": state, "loss": None}
 
     def step() -> None:
-        holder["i"] += 1
-        holder["state"], holder["loss"] = compiled(holder["state"], x, y, jax.random.fold_in(rng, holder["i"]))
+        holder["state"], holder["loss"] = compiled(holder["state"], x, y, positions)
 
-    ref.run(opts, step, lambda: jax.block_until_ready((holder["state"], holder["loss"])), framework="jax",
-            version=jax.__version__, compiler="XLA", flops_per_step=flops,
-            device_name=devices[0].device_kind, threads=opts.threads)
+    def sync() -> float | None:
+        jax.block_until_ready(holder["state"])
+        return None if holder["loss"] is None else float(holder["loss"])
+
+    threads = len(os.sched_getaffinity(0)) if platform == "cpu" and hasattr(os, "sched_getaffinity") else opts.threads
+    ref.run(opts, step, sync, framework="jax", version=jax.__version__, compiler="XLA", flops_per_step=flops,
+            device=platform, device_name=devices[0].device_kind, threads=threads,
+            math_precision="bf16" if opts.amp == "bf16" else "fp32", layout="NHWC")
     return 0
 
 

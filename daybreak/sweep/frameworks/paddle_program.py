@@ -12,6 +12,11 @@ name. Several devices need one process each (``paddle.distributed.launch``), not
 The FLOPs of a step are 3x those of its forward pass's convolutions and matmuls by Paddle's own per-operation
 formulas (``paddle.utils.flops``, the profiler's; ``paddle.flops`` itself fails under NumPy 2): a matmul's or
 convolution's backward is twice its forward.
+
+Threads: ``paddle.base.core.set_num_threads`` (the CPU math libraries' threads; dygraph runs one operation at a
+time, so there is no inter-op pool to size). The device: ``paddle.set_device``; a CUDA run needs a GPU build
+(paddlepaddle-gpu), else it fails with one line. fp32 is true fp32 on a GPU: ``NVIDIA_TF32_OVERRIDE=0`` (Paddle's
+own advice; cuBLAS and cuDNN otherwise use TF32 on Ampere and later GPUs).
 """
 
 import os
@@ -23,6 +28,8 @@ os.environ.setdefault("GLOG_minloglevel", "2")
 import reference as ref  # noqa: E402
 
 OPTS = ref.options()
+if OPTS.amp == "off":  # before Paddle loads cuBLAS and cuDNN: fp32 is fp32, as in every reference program
+    os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
 
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
@@ -62,13 +69,13 @@ def _count_layer(layer: nn.Layer, inputs: tuple[paddle.Tensor, ...], output: pad
         COUNT["flops"] += op_flops("matmul_v2", {"X": [list(x.shape)], "Y": [list(layer.weight.shape)]}, {})
 
 
-def forward_flops(model: nn.Layer, x: paddle.Tensor) -> int:
+def forward_flops(model: nn.Layer, x: paddle.Tensor, extra: dict[str, paddle.Tensor]) -> int:
     hooks = [m.register_forward_post_hook(_count_layer) for m in model.sublayers()
              if isinstance(m, (nn.Conv2D, nn.Linear))]
     COUNT.update({"on": True, "flops": 0})
     try:
         with paddle.no_grad():
-            model(x)
+            model(x, **extra)
     finally:
         COUNT["on"] = False
         for h in hooks:
@@ -264,8 +271,12 @@ class BertForMaskedLM(nn.Layer):
         self.bert = Bert(ref.BERT)
         self.cls = Head(ref.BERT, self.bert.embeddings.word_embeddings)
 
-    def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
-        return self.cls(self.bert(ids))
+    def forward(self, ids: paddle.Tensor, positions: paddle.Tensor | None = None) -> paddle.Tensor:
+        x = self.bert(ids)
+        if positions is not None:  # the masked positions only, as BERT's pre-training (gather_indexes)
+            index = positions.unsqueeze(-1).expand([positions.shape[0], positions.shape[1], x.shape[-1]])
+            x = paddle.take_along_axis(x, index, axis=1)
+        return self.cls(x)
 
 
 def load_torch_weights(model: nn.Layer, w: dict[str, npt.NDArray[Any]]) -> None:
@@ -281,20 +292,18 @@ def load_torch_weights(model: nn.Layer, w: dict[str, npt.NDArray[Any]]) -> None:
     model.set_state_dict(state)
 
 
-def loss_of(logits: paddle.Tensor, labels: paddle.Tensor, model: str) -> paddle.Tensor:
+def loss_of(logits: paddle.Tensor, labels: paddle.Tensor) -> paddle.Tensor:
+    """The mean cross-entropy: over the images, or over the masked tokens (the only ones BERT's head scores)."""
     logits = paddle.cast(logits, "float32")
-    if model == "resnet50":
-        return F.cross_entropy(logits, labels)
-    labels = labels.reshape([-1, 1])
-    per_token = F.cross_entropy(logits.reshape([-1, ref.VOCAB]), labels, ignore_index=ref.IGNORE_INDEX,
-                                reduction="none")  # 0 where ignored
-    predicted = paddle.cast(labels != ref.IGNORE_INDEX, "float32").sum()
-    return per_token.sum() / paddle.clip(predicted, min=1.0)  # the mean over the predicted tokens
+    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), labels.reshape([-1, 1]))
 
 
 def main() -> int:
     opts = OPTS
-    gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    gpu = opts.device == "cuda"
+    if gpu and not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0):
+        return int(ref.fail(opts, f"asked for cuda: paddle {paddle.__version__} has no GPU to run on (a CPU build, "
+                                  "or no GPU: pip install paddlepaddle-gpu from Paddle's index)"))
     paddle.set_device("gpu" if gpu else "cpu")
     if not ref.check(opts, "paddle", supported_amp=("off", "bf16") if gpu else ("off",),
                      compiler_on_ok=paddle.is_compiled_with_cinn(), why={
@@ -305,23 +314,20 @@ def main() -> int:
                          "devices": "Paddle: several devices need one process each (paddle.distributed.launch), not "
                                     "in this program"}):
         return 0
+    paddle.base.core.set_num_threads(opts.threads)
     paddle.seed(0)
     model = ResNet50() if opts.model == "resnet50" else BertForMaskedLM()
     weights = ref.torch_weights(opts)
     if weights is not None:
         load_torch_weights(model, weights)
-    x_np, y_np = ref.synthetic_batch(opts)
-    x, y = paddle.to_tensor(x_np), paddle.to_tensor(y_np.astype(np.int64))
+    batch = ref.synthetic_batch(opts)
+    x, y = paddle.to_tensor(batch.x), paddle.to_tensor(batch.y.astype(np.int64))
+    positions = None if batch.positions is None else paddle.to_tensor(batch.positions.astype(np.int64))
+    extra = {} if positions is None else {"positions": positions}
     model.train()
-    flops = 3 * forward_flops(model, x)
-    if opts.describe:
-        if opts.model == "bert_base":
-            model.eval()  # dropout off (BERT has no BatchNorm)
-        with paddle.no_grad():
-            loss = loss_of(model(x), y, opts.model)
-        params = sum(int(np.prod(p.shape)) for p in model.parameters() if not p.stop_gradient)  # not BN statistics
-        ref.describe(params, flops, float(loss), framework="paddle", version=paddle.__version__)
-        return 0
+    if opts.describe and opts.model == "bert_base":
+        model.eval()  # dropout off for the equivalence figures (BERT has no BatchNorm)
+    flops = 3 * forward_flops(model, x, extra)
     if opts.model == "resnet50":
         optimizer = paddle.optimizer.Momentum(ref.SGD["lr"], momentum=ref.SGD["momentum"],
                                               weight_decay=paddle.regularizer.L2Decay(ref.SGD["weight_decay"]),
@@ -338,21 +344,29 @@ def main() -> int:
 
     def step() -> None:
         with paddle.amp.auto_cast(enable=opts.amp == "bf16", dtype="bfloat16", level="O1"):
-            loss = loss_of(model(x), y, opts.model)
+            loss = loss_of(model(x, **extra), y)
         loss.backward()
         optimizer.step()
         optimizer.clear_grad()
         holder["loss"] = loss
 
-    def sync() -> None:
-        if holder["loss"] is not None:
-            float(holder["loss"])  # waits for the step's kernels
+    def sync() -> float | None:
         if gpu:
             paddle.device.synchronize()
+        return None if holder["loss"] is None else float(holder["loss"])  # reading the loss waits for the device
 
+    if opts.describe:
+        params = sum(int(np.prod(p.shape)) for p in model.parameters() if not p.stop_gradient)  # not BN statistics
+        losses = []
+        for _ in range(opts.check_steps + 1):
+            step()
+            losses.append(float(holder["loss"] if holder["loss"] is not None else "nan"))
+        ref.describe(params, flops, losses, framework="paddle", version=paddle.__version__)
+        return 0
     ref.run(opts, step, sync, framework="paddle", version=paddle.__version__,
             compiler="CINN" if opts.compile == "on" else "none", flops_per_step=flops,
-            device_name="gpu" if gpu else "cpu", threads=opts.threads)
+            device="cuda" if gpu else "cpu", device_name=paddle.device.cuda.get_device_name() if gpu else "cpu",
+            threads=opts.threads, math_precision="bf16" if opts.amp == "bf16" else "fp32", layout="NCHW")
     return 0
 
 

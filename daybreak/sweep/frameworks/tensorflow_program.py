@@ -2,18 +2,22 @@
 throughput protocol (throughput_log). Written the way TensorFlow's official models write them: a Keras functional
 ResNet with explicit ``ZeroPadding2D`` before the strided convolutions and BatchNormalization(momentum 0.9,
 epsilon 1e-5) (tensorflow/models, official/legacy/image_classification/resnet), Keras layers for BERT, and the
-custom training loop of official/vision: one ``tf.function`` step with a ``GradientTape`` and
-``optimizer.apply_gradients``, ``jit_compile`` for XLA. AMP bf16 is Keras' ``mixed_bfloat16`` policy (float32
-variables, the loss in float32).
+custom training loop of official/vision: a step with a ``GradientTape`` and ``optimizer.apply_gradients``.
+``--compile on`` is that step as one ``tf.function(jit_compile=True)`` (XLA over the whole step); ``off`` runs it
+eagerly, op by op (not a graph: a ``tf.function`` without XLA would be a third configuration, graph mode). AMP bf16 is
+Keras' ``mixed_bfloat16`` policy (float32 variables, the loss in float32); fp32 is true fp32 (TF32 off: TensorFlow
+runs fp32 matmuls and convolutions in TF32 on Ampere and later GPUs by default). Threads:
+``tf.config.threading`` intra-op and inter-op; the device: the GPUs hidden for a CPU run, required for a CUDA one.
 
 The FLOPs of a step are 3x those of its forward pass's matmuls and convolutions by TensorFlow's own profiler
 (``tf.compat.v1.profiler``'s float-operation statistics, on the graph of a ``tf.function``): a matmul's or
 convolution's backward is twice its forward. The profiler's count of the whole step's graph is recorded too
 (``profiler_step_flops``): it counts a strided convolution's two backward ops at the input's resolution (stride 2:
 4x the multiply-adds that run) and input gradients nothing uses, so it is about 10% above PyTorch's count for
-ResNet-50. Keras 3's SGD and AdamW apply the
-weight decay decoupled from the gradient (PyTorch's SGD adds it to the gradient); the step's work is the same.
-One device per process here: TensorFlow's several-device training (MirroredStrategy) is not in this program.
+ResNet-50. Keras 3's SGD and AdamW apply the weight decay decoupled from the gradient (PyTorch's SGD adds it to the
+gradient before the momentum: the same first update, then a difference of the order of lr x weight decay); the
+step's work is the same. One device per process here: TensorFlow's several-device training (MirroredStrategy) is
+not in this program.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ class BertForMaskedLM(keras.Model):
         self.decoder_bias = self.add_weight(shape=(ref.VOCAB,), initializer="zeros", name="decoder_bias")
         super().build(input_shape)
 
-    def call(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+    def call(self, ids: tf.Tensor, training: bool = False, positions: tf.Tensor | None = None) -> tf.Tensor:
         x = self.word_embeddings(ids)
         dtype = x.dtype
         x = x + tf.cast(self.position_embeddings[: tf.shape(ids)[1]], dtype) + tf.cast(self.token_type_embeddings[0],
@@ -147,6 +151,8 @@ class BertForMaskedLM(keras.Model):
         x = self.drop(self.embeddings_norm(x), training=training)
         for layer in self.encoder:
             x = layer(x, training=training)
+        if positions is not None:  # the masked positions only, as BERT's pre-training (gather_indexes)
+            x = tf.gather(x, positions, batch_dims=1)
         h = self.transform_norm(keras.activations.gelu(self.transform(x), approximate=False))
         decoder = tf.cast(self.word_embeddings.embeddings, h.dtype)  # tied to the word embeddings
         return tf.matmul(h, decoder, transpose_b=True) + tf.cast(self.decoder_bias, h.dtype)
@@ -175,13 +181,9 @@ def load_torch_weights(model: keras.Model, w: dict[str, npt.NDArray[Any]]) -> No
         model.decoder_bias.assign(w["cls.predictions.bias"])
 
 
-def loss_of(logits: tf.Tensor, labels: tf.Tensor, model: str) -> tf.Tensor:
-    logits = tf.cast(logits, tf.float32)
-    if model == "resnet50":
-        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-    mask = tf.cast(labels != ref.IGNORE_INDEX, tf.float32)  # masked-LM: the mean over the predicted tokens
-    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.where(labels != ref.IGNORE_INDEX, labels, 0), logits)
-    return tf.reduce_sum(per_token * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+def loss_of(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """The mean cross-entropy: over the images, or over the masked tokens (the only ones BERT's head scores)."""
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, tf.cast(logits, tf.float32)))
 
 
 CONTRACTIONS = ("Conv2D", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
@@ -202,6 +204,27 @@ def profiler_flops(function: tf.types.experimental.PolymorphicFunction, *args: t
                    for op in graph.get_operations() if op.type in ops))
 
 
+def setup(opts: Any) -> str | None:
+    """Threads, device and precision, before TensorFlow starts its runtime; a reason when the device is missing."""
+    tf.config.threading.set_intra_op_parallelism_threads(opts.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(opts.threads)
+    gpus = tf.config.list_physical_devices("GPU")
+    if opts.device == "cuda" and not gpus:
+        return (f"asked for cuda: TensorFlow {tf.__version__} sees no GPU (tensorflow-cpu, or no CUDA libraries: "
+                "pip install 'tensorflow[and-cuda]')")
+    if opts.device == "cpu" and gpus:
+        tf.config.set_visible_devices([], "GPU")
+    tf.config.experimental.enable_tensor_float_32_execution(False)  # fp32 is fp32, as in every reference program
+    return None
+
+
+def device_name(opts: Any) -> str:
+    if opts.device != "cuda":
+        return "cpu"
+    details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
+    return str(details.get("device_name") or "GPU")
+
+
 def main() -> int:
     opts = OPTS
     if not ref.check(opts, "tensorflow", supported_amp=("off", "bf16"), why={
@@ -209,19 +232,21 @@ def main() -> int:
             "devices": "TensorFlow: this program trains on one device (several need tf.distribute.MirroredStrategy, "
                        "not in the reference program)"}):
         return 0
-    if opts.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(opts.threads)
+    problem = setup(opts)
+    if problem:
+        return int(ref.fail(opts, problem))
     if opts.amp == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
-    x_np, y_np = ref.synthetic_batch(opts)
+    batch = ref.synthetic_batch(opts)
     if opts.model == "resnet50":
         model = resnet50(opts.image_size)
-        x_np = x_np.transpose(0, 2, 3, 1)  # NCHW -> NHWC, TensorFlow's CPU layout
+        x_np = batch.x.transpose(0, 2, 3, 1)  # NCHW -> NHWC, TensorFlow's CPU layout
         optimizer = keras.optimizers.SGD(ref.SGD["lr"], momentum=ref.SGD["momentum"],
                                          weight_decay=ref.SGD["weight_decay"])
     else:
         model = BertForMaskedLM()
+        x_np = batch.x
         model(x_np[:1])  # build
         a = ref.ADAMW
         optimizer = keras.optimizers.AdamW(a["lr"], weight_decay=a["weight_decay"], beta_1=a["b1"], beta_2=a["b2"],
@@ -229,35 +254,46 @@ def main() -> int:
     weights = ref.torch_weights(opts)
     if weights is not None:
         load_torch_weights(model, weights)
-    x, y = tf.constant(x_np), tf.constant(y_np)
+    x, y = tf.constant(x_np), tf.constant(batch.y)
+    extra = {} if batch.positions is None else {"positions": tf.constant(batch.positions)}
     optimizer.build(model.trainable_variables)
+    # BatchNorm in training mode; BERT's dropout on when timing, off for the equivalence figures
+    training = opts.model == "resnet50" or not opts.describe
 
-    @tf.function(jit_compile=opts.compile == "on")
+    def forward_loss(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        return loss_of(model(x, training=training, **extra), y)
+
     def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
-            loss = loss_of(model(x, training=True), y, opts.model)
+            loss = forward_loss(x, y)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    forward_flops = profiler_flops(tf.function(lambda x, y: loss_of(model(x, training=True), y, opts.model)), x, y,
-                                   ops=CONTRACTIONS)
-    flops, step_flops = 3 * forward_flops, profiler_flops(train_step, x, y)
+    compiled = opts.compile == "on"
+    run_step = tf.function(train_step, jit_compile=True) if compiled else train_step
+    forward_flops = profiler_flops(tf.function(forward_loss), x, y, ops=CONTRACTIONS)
+    flops, step_flops = 3 * forward_flops, profiler_flops(tf.function(train_step), x, y)
     if opts.describe:
-        resnet = opts.model == "resnet50"  # BatchNorm in training mode; BERT without dropout
-        logits = model(x, training=resnet)
         params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
-        ref.describe(params, flops, loss_of(logits, y, opts.model), framework="tensorflow", version=tf.__version__,
+        losses = [float(run_step(x, y)) for _ in range(opts.check_steps + 1)]
+        ref.describe(params, flops, losses, framework="tensorflow", version=tf.__version__,
                      profiler_step_flops=step_flops)
         return 0
     holder: dict[str, tf.Tensor | None] = {"loss": None}
 
     def step() -> None:
-        holder["loss"] = train_step(x, y)
+        holder["loss"] = run_step(x, y)
 
-    ref.run(opts, step, lambda: holder["loss"] is not None and holder["loss"].numpy(), framework="tensorflow",
-            version=tf.__version__, compiler="XLA" if opts.compile == "on" else "none", flops_per_step=flops,
-            device_name="cpu" if not tf.config.list_physical_devices("GPU") else "gpu", threads=opts.threads)
+    def sync() -> float | None:
+        loss = holder["loss"]
+        return None if loss is None else float(loss.numpy())  # reading the loss waits for the device
+
+    ref.run(opts, step, sync, framework="tensorflow", version=tf.__version__, compiler="XLA" if compiled else "none",
+            flops_per_step=flops, device="cuda" if opts.device == "cuda" else "cpu", device_name=device_name(opts),
+            threads=tf.config.threading.get_intra_op_parallelism_threads(),
+            inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+            math_precision="bf16" if opts.amp == "bf16" else "fp32", layout="NHWC")
     return 0
 
 
