@@ -24,7 +24,8 @@ from daybreak.metrics import get_metric
 from daybreak.pricing import cost_usd
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.mllog import MLLOG_FILE, C, RunMllog
-from daybreak.records.run import ClockFigure, EpochRecord, PhaseInterval, RunResult, RunStatus
+from daybreak.records.run import (NON_FINITE_KEPT, ClockFigure, EpochRecord, NonFiniteLoss, PhaseInterval,
+                                  RunResult, RunStatus)
 from daybreak.rules import RULE_SETS, read_all
 from daybreak.train.clock import Timeline
 
@@ -71,6 +72,7 @@ class RunRecorder:
         self._finished = False
         self._target_at_s: float | None = None  # timeline instant the target was reached (end of that eval)
         self._division_written = False
+        self._non_finite_warned = False  # a non-finite loss that did not end the run is a warning once
         self._init_started = False  # init_start was logged before the data (MLPerf's order)
         self._init_pending = False  # ... at the start of the next phase
         self.energy = energy  # daybreak.train.energy.RunEnergy, or None
@@ -338,9 +340,25 @@ class RunRecorder:
         torch.save(payload, buf)
         atomic_write_bytes(self.run_dir / CHECKPOINT_FILE, buf.getvalue())
 
-    def diverged(self, step: int) -> None:
+    def non_finite_loss(self, seen: NonFiniteLoss) -> None:
+        """A non-finite loss sum and the verdict on it (daybreak.train.divergence): kept in the record (the first
+        NON_FINITE_KEPT); the first one that did not end the run becomes a warning, so its one line is shown."""
+        r = self.result
+        if len(r.non_finite_loss) < NON_FINITE_KEPT:
+            r.non_finite_loss.append(seen)
+        if seen.diverged:
+            r.message = f"training diverged: {seen.summary}"
+        elif not self._non_finite_warned:
+            self._non_finite_warned = True
+            r.warnings.append(f"{seen.summary}: only the loss value was not finite, the training state was, so "
+                              "training went on (a loss summed in fp16 overflows past 65,504: compute it on float32 "
+                              "logits, daybreak.recipes.common.cross_entropy_float32)")
+
+    def diverged(self) -> None:
+        """End of a run whose training state became non-finite (``non_finite_loss`` said what was seen)."""
         self.result.train_s = self.timeline.total("train")
-        self.result.message = f"training diverged: the loss became NaN/inf by step {step}"
+        if not self.result.message:
+            self.result.message = "training diverged"
         self.result.status = "diverged"
         return None
 
