@@ -367,3 +367,50 @@ def test_cost_line_says_why_there_is_no_cost(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "cost to target   - (the target was not reached; price $" in out and "gcp-e2-standard-2" in out
     assert "pass --cost-per-hour" not in out
+
+
+def test_nothing_is_read_or_written_inside_a_train_interval(fake_rapl, tmp_path, monkeypatch):
+    # issue 37: each train interval opened with an energy read and an mllog line, and two more lines (epoch_stop,
+    # epoch_start) fell inside it. Now the read precedes the interval's timestamp and the lines are written after it
+    # ends, each with the instant it was called at.
+    import time
+
+    import daybreak.train.runner as runner_module
+    from daybreak.measure.energy import EnergyMeter
+    from daybreak.records.mllog import RunMllog
+    from daybreak.train.clock import Timeline
+
+    timelines, events = [], []
+
+    class Recorded(Timeline):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            timelines.append(self)
+
+    def spy(name, original):
+        def wrapper(self, *args, **kwargs):
+            events.append((name, args[0] if args and name != "read" else name, time.perf_counter_ns()))
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(runner_module, "Timeline", Recorded)
+    monkeypatch.setattr(EnergyMeter, "read", spy("read", EnergyMeter.read))
+    for method in ("start", "end", "event"):
+        monkeypatch.setattr(RunMllog, method, spy(method, getattr(RunMllog, method)))
+    r = run(RunConfig(out=tmp_path / "r", quiet=True, overrides={"epochs": 3}, full_schedule=True,
+                      idle_power_s=0))
+    (timeline,) = timelines
+    train = [(p.start_s, p.end_s) for p in r.phases if p.phase == "train"]
+    assert len(train) == 3 and r.energy.available
+    at = [(name, key, (ns - timeline.origin_ns) / 1e9) for name, key, ns in events]
+    inside = [(name, key) for name, key, t in at if any(a < t < b for a, b in train)]
+    assert inside == []
+    assert sum(1 for name, key, t in at if name == "read") >= 2 * len(train)  # a read at every boundary still
+    text = (tmp_path / "r" / "mllog.log").read_text()
+    lines, errors = mlp_parser.parse_file(str(tmp_path / "r" / "mllog.log"))
+    assert errors == [] and [ll.key for ll in lines].count("epoch_start") == 3
+    starts = [ll.timestamp for ll in lines if ll.key == "epoch_start"]  # the instants they were called at: inside
+    origin_ms = timeline.epoch_ms(0.0)
+    assert all(any(a <= (s - origin_ms) / 1e3 + 1e-6 and (s - origin_ms) / 1e3 <= b + 1e-6 for a, b in train)
+               for s in starts), (starts, train)
+    assert text.count("power_reading") >= 2 * len(train)

@@ -73,6 +73,8 @@ class RunRecorder:
         self._target_at_s: float | None = None  # timeline instant the target was reached (end of that eval)
         self._division_written = False
         self._non_finite_warned = False  # a non-finite loss that did not end the run is a warning once
+        # mllog lines held while a train interval is open: (method, key, value, metadata, time_ms)
+        self._deferred: list[tuple[str, str, Any, dict[str, Any] | None, float | None]] | None = None
         self._init_started = False  # init_start was logged before the data (MLPerf's order)
         self._init_pending = False  # ... at the start of the next phase
         self.energy = energy  # daybreak.train.energy.RunEnergy, or None
@@ -136,6 +138,7 @@ class RunRecorder:
             self.mllog.end("record", time_ms=self.timeline.epoch_ms(t1))
 
     def close(self) -> None:
+        self._write_deferred()
         self.mllog.close()
 
     def _write_header(self) -> None:
@@ -189,8 +192,8 @@ class RunRecorder:
         self.mllog.start("data_load", time_ms=ms)
         if self.energy is not None and self.energy.available:  # MLPerf's power keys: mean watts per interval
             self.mllog.start(C.POWER_MEASUREMENT_START, time_ms=ms)
-            self.energy.power_log = lambda t_s, watts: self.mllog.event(
-                C.POWER_READING, round(watts, 6), time_ms=self.timeline.epoch_ms(t_s))
+            self.energy.power_log = lambda t_s, watts: self._line(
+                "event", C.POWER_READING, round(watts, 6), time_ms=self.timeline.epoch_ms(t_s))
             self.energy._last_power = None
             self.energy.on_boundary(t)
 
@@ -238,19 +241,39 @@ class RunRecorder:
 
     def epoch_start(self, epoch: int) -> None:
         self._open_epoch = epoch
-        self.mllog.start(C.EPOCH_START, metadata={C.EPOCH_NUM: epoch},
-                         time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
+        self._line("start", C.EPOCH_START, metadata={C.EPOCH_NUM: epoch},
+                   time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
 
     def epoch_stop(self, epoch: int) -> None:
         self._open_epoch = None
-        self.mllog.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch},
-                       time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
+        self._line("end", C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch},
+                   time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
+
+    # --- the train interval: nothing written on it --------------------------------------------------------------
+    # The mllog lines that fall inside a train interval (epoch_start / epoch_stop, and the power reading at its
+    # start) keep the instant they were called at, but are formatted and written after the interval ends
+    # (``train_pause``), so that the interval holds training only; a SIGKILL loses at most those lines.
+    def _line(self, kind: str, key: str, value: Any = None, *, metadata: dict[str, Any] | None = None,
+              time_ms: float | None = None) -> None:
+        if self._deferred is not None:
+            self._deferred.append((kind, key, value, metadata, time_ms))
+        else:
+            getattr(self.mllog, kind)(key, value, metadata=metadata, time_ms=time_ms)
+
+    def _write_deferred(self) -> None:
+        lines, self._deferred = self._deferred, None
+        for kind, key, value, metadata, time_ms in lines or ():
+            getattr(self.mllog, kind)(key, value, metadata=metadata, time_ms=time_ms)
 
     def train_start(self) -> None:
+        if self._deferred is None:
+            self._deferred = []  # before the boundary: its power reading is held too
         self.timeline.begin("train")
 
     def train_pause(self) -> float:
-        return self.timeline.end("train")
+        t = self.timeline.end("train")
+        self._write_deferred()
+        return t
 
     def eval_start(self, epoch: float) -> float:
         t = self.timeline.begin("eval")
@@ -385,6 +408,7 @@ class RunRecorder:
         r.status = status
         r.message = message
         self.timeline.close_all()
+        self._write_deferred()
         self._write_division()  # a run that failed while loading: the lines held since run_start are written
         r.train_s = self.timeline.total("train")
         r.eval_s = self.timeline.total("eval")

@@ -124,6 +124,7 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     energy = RunEnergy(backend.device, ctx)
     _energy_before(result, energy, spec.idle_power_s)
     timeline = Timeline(backend.device, wall_start_ns)
+    timeline.before_begin.append(energy.read_ahead)
     timeline.on_boundary.append(energy.on_boundary)
     recorder = RunRecorder(out, result, timeline, author=spec.author or "", author_email=spec.author_email,
                            write=ctx.is_main, benchmark=mllog_benchmark(recipe, task, spec.target),
