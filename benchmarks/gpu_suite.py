@@ -253,7 +253,7 @@ def steps(work: Path, airbench: Path | None, dry_run: bool = False) -> list[Step
                                                 "20", "--no-plots", "--out", str(jax_folder), "-q"],
                     timeout_s=240, collect=lambda step, w: throughput_figures(jax_folder)))
     parity = [sys.executable, str(REPO / "benchmarks" / "airbench_parity.py"), "--airbench", str(airbench or ""),
-              "--data-dir", str(cifar), "--repeats", "2", "--out", str(work / "parity")]
+              "--data-dir", str(cifar), "--pairs", "5", "--out", str(work / "parity")]
     out.append(Step("parity", parity, tiny=parity + ["--device", "cpu", "--dry-run"], timeout_s=240,
                     daybreak_cli=False, collect=lambda step, w: parity_figures(w / "parity"),
                     before=lambda: _write_cifar(cifar, dry_run)))

@@ -107,21 +107,85 @@ def test_airbench_format_data_and_table_parsing(cifar, tmp_path):
     assert airbench_parity.per_epoch(cumulative) == [1.25, 0.75]
 
 
-@pytest.mark.slow  # two full cifar10-recipe schedules on the CPU: about 2 minutes
-def test_parity_runs_both_loops_interleaved_and_reports_the_ratio(cifar, stand_in, tmp_path, capsys):
+def spy_children(monkeypatch):
+    """Every fresh process the parity tool starts, in order (then run for real)."""
+    started = []
+    real = airbench_parity.subprocess.run
+
+    def run(cmd, *args, **kwargs):
+        started.append("airbench" if "--side" in cmd else "daybreak" if cmd[1:4] == ["-m", "daybreak", "run"] else cmd)
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(airbench_parity.subprocess, "run", run)
+    return started
+
+
+def test_parity_runs_each_side_as_fresh_processes_abba_with_an_interval(cifar, stand_in, tmp_path, capsys,
+                                                                        monkeypatch):
+    from daybreak.analysis.paired import paired_ratio
+
+    started = spy_children(monkeypatch)
     out = tmp_path / "parity"
-    code = airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--repeats", "2",
-                                 "--device", "cpu", "--out", str(out)])
+    code = airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--pairs", "2",
+                                 "--device", "cpu", "--set", "epochs=1", "--out", str(out)])
     assert code == 0
     text = capsys.readouterr().out
+    assert started == ["airbench", "daybreak", "daybreak", "airbench"]  # ABBA, one process each
     s = json.loads((out / "parity.json").read_text())
-    assert s["repeats"] == 2 and len(s["airbench_epoch_s"]) == len(s["daybreak_epoch_s"]) == 2
-    assert s["script_kind"] == "airbench94" and s["recipe"] == "cifar10" and s["compile"] == "off"
-    assert all(len(e) == 2 for e in s["airbench_epoch_s"])  # the stand-in's two epochs, parsed from its table
-    ratios = [sum(d[:2]) / sum(a[:2]) for a, d in zip(s["airbench_epoch_s"], s["daybreak_epoch_s"])]
-    assert s["ratio_total"] == pytest.approx(sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2)
-    assert [r["epoch"] for r in s["epochs"]] == [1, 2] and "training time ratio daybreak / airbench" in text
-    assert not s["real_data"] and "not compared (synthetic data" in text  # no accuracies on synthetic data
+    assert s["mode"] == "fresh-processes" and s["order"] == "ABBA" and s["repeats"] == 2
+    assert [(t["pair"], t["side"], t["position"]) for t in s["trials"]] == [
+        (0, "airbench", 0), (0, "daybreak", 1), (1, "daybreak", 0), (1, "airbench", 1)]
+    assert len({t["threads"] for t in s["trials"]}) == 1 and {t["device"] for t in s["trials"]} == {"cpu"}
+    assert all(isinstance(t["load_avg_before"], list) for t in s["trials"])
+    expected = paired_ratio(s["airbench_total_s"], s["daybreak_total_s"], confidence=0.99, quantity="train_s")
+    assert s["ratio"]["ratio"] == pytest.approx(expected.ratio) and s["ratio"]["ci_low"] == pytest.approx(
+        expected.ci_low) and s["ratio_total"] == pytest.approx(expected.ratio)
+    assert s["daybreak_overrides"] == ["epochs=1"] and "a rehearsal, not the parity" in text
+    assert "daybreak / airbench training time:" in text and "99% CI" in text and "over 2 pairs" in text
+    assert [r["epoch"] for r in s["epochs"]] == [1]  # daybreak's 1 epoch against the stand-in's 2: the common one
+    assert not s["real_data"] and "not compared (synthetic data" in text
+
+
+@pytest.mark.slow  # five pairs of fresh processes, two cifar10 epochs each on the CPU: about 2 minutes
+def test_parity_default_is_five_pairs(cifar, stand_in, tmp_path):
+    out = tmp_path / "parity"
+    assert airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--device", "cpu",
+                                 "--set", "epochs=2", "--out", str(out)]) == 0
+    s = json.loads((out / "parity.json").read_text())
+    assert s["ratio"]["n_pairs"] == 5 and s["ratio"]["ci_low"] <= s["ratio"]["ratio"] <= s["ratio"]["ci_high"]
+    assert [t["side"] for t in s["trials"] if t["position"] == 0] == ["airbench", "daybreak"] * 2 + ["airbench"]
+
+
+def test_the_old_in_process_mode_only_when_asked_and_labelled(cifar, stand_in, tmp_path, capsys):
+    out = tmp_path / "parity"
+    assert airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--device", "cpu",
+                                 "--in-process", "--pairs", "1", "--set", "epochs=1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    s = json.loads((out / "parity.json").read_text())
+    assert s["mode"] == "in-process" and "not an experiment" in s["note"] and "ratio" not in s
+    assert "IN-PROCESS" in text and "no interval" in text
+
+
+def test_airbench_side_alone_records_its_own_loss(cifar, tmp_path, capsys):
+    # airbench94_muon's loss: summed in fp16 it is inf while training goes on (the diagnose step shows it on CUDA)
+    script = tmp_path / "fp16_loss.py"
+    script.write_text(STAND_IN.replace("import torch\n", "import torch\nimport torch.nn.functional as F\n", 1)
+                      .replace("lr=0.01)", "lr=1e-6)")
+                      .replace("torch.nn.functional.cross_entropy(net(x[i:i + 50].flatten(1)), y[i:i + 50])",
+                               "F.cross_entropy((net(x[i:i + 50].flatten(1)) * 300).half(), y[i:i + 50], "
+                               "label_smoothing=0.2, reduction='sum')"))
+    out = tmp_path / "side"
+    assert airbench_parity.main(["--airbench", str(script), "--data-dir", str(cifar), "--device", "cpu", "--side",
+                                 "airbench", "--record-loss", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    s = json.loads((out / "parity.json").read_text())
+    loss = s["loss"]
+    assert loss["steps"] == 4 and loss["dtype"] == "float16" and loss["own"] == ["inf"] * 4
+    assert loss["non_finite_steps"] == 4 and loss["first_non_finite_step"] == 1
+    assert loss["float32_non_finite_steps"] == 0 and all(65504 / 50 < v < float("inf") for v in loss["float32"])
+    assert "airbench's own loss (float16): 4 of 4 steps non-finite (first at step 1)" in text
+    assert "the same loss on float32 logits: finite at every step" in text
+    assert airbench_parity.main(["--airbench", str(script), "--data-dir", str(cifar), "--record-loss"]) == 2
 
 
 def test_parity_mistakes_are_one_line(cifar, tmp_path, capsys):
@@ -133,18 +197,32 @@ def test_parity_mistakes_are_one_line(cifar, tmp_path, capsys):
         assert err.count("\n") == 1 and fragment in err, err
     assert airbench_parity.main(["--airbench", str(bad), "--data-dir", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    assert airbench_parity.main(["--airbench", str(bad), "--data-dir", str(cifar), "--pairs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--pairs 1: at least 2" in err
 
 
-def test_a_daybreak_run_that_diverges_is_one_line_not_an_empty_table(monkeypatch, tmp_path, capsys):
-    # on an H200, cifar10_muon's fp16 network diverged and the tool printed "0 interleaved repeat(s)" with no rows
+def test_a_daybreak_run_that_diverges_is_one_line_not_an_empty_table():
+    # on an H200, cifar10_muon's fp16 network "diverged" and the tool printed "0 interleaved repeat(s)" with no rows
     from types import SimpleNamespace
 
-    diverged = SimpleNamespace(status="diverged", message="training diverged: the loss became NaN/inf by step 25",
-                               phases=[], final_accuracy=None)
-    monkeypatch.setattr(airbench_parity, "run", lambda config: diverged)
-    args = SimpleNamespace(recipe="cifar10_muon", data_dir=tmp_path, device="cpu", compile="off")
+    diverged = SimpleNamespace(status="diverged", message="training diverged: loss nan by step 25, weights non-finite")
     with pytest.raises(airbench_parity.ParityError, match="cifar10_muon run diverged: training diverged.*step 25"):
-        airbench_parity.daybreak_train(args, tmp_path / "run", seed=0)
+        airbench_parity._check_run(diverged, "cifar10_muon")
+
+
+def test_the_sides_must_report_the_same_device_and_threads():
+    trial = lambda side, threads, name="cpu": airbench_parity.Trial(  # noqa: E731
+        pair=0, side=side, position=0, epoch_s=[1.0], total_s=1.0, accuracy=None, device="cpu", device_name=name,
+        threads=threads, seconds=2.0, load_avg_before=None, busy_fraction=None, warnings=[])
+    airbench_parity.verify_same([trial("airbench", 2), trial("daybreak", 2)])
+    with pytest.raises(airbench_parity.ParityError, match="not run on the same device and threads"):
+        airbench_parity.verify_same([trial("airbench", 2), trial("daybreak", 1)])
+    args = airbench_parity.parse_args(["--airbench", "a.py", "--data-dir", "d", "--recipe", "cifar10", "--compile",
+                                       "off", "--device", "cpu", "--set", "epochs=2"])
+    cmd = airbench_parity.daybreak_command(args, Path("/tmp/out"), seed=3)
+    assert gpu_suite.parse_only(cmd[3:]) is None  # daybreak's own parser takes the daybreak side's command
+    assert cmd[cmd.index("--threads") + 1] == str(args.threads) and "--set" in cmd
 
 
 def test_every_gpu_step_parses_with_daybreaks_own_parser(tmp_path):
