@@ -241,24 +241,33 @@ def per_epoch(cumulative: list[float]) -> list[float]:
 
 
 class LossRecorder:
-    """Stands in for the script's ``F`` (torch.nn.functional): every ``cross_entropy`` it computes is kept on the
-    device (detached), with the same loss on float32 logits beside it, and read after the run (no step waits)."""
+    """Records every training loss the script computes: ``torch.nn.functional.cross_entropy`` is wrapped for the
+    duration (``F.cross_entropy`` and ``nn.CrossEntropyLoss`` both call it), each result kept on the device
+    (detached; per-example losses summed in their own dtype, as airbench94 then does) with the same loss on float32
+    logits beside it, and read after the run (no step waits)."""
 
-    def __init__(self, functional: Any):
-        self._functional = functional
+    def __init__(self) -> None:
         self.values: list[torch.Tensor] = []
         self.float32: list[torch.Tensor] = []
+        self._original: Any = None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._functional, name)
+    def __enter__(self) -> "LossRecorder":
+        functional = torch.nn.functional
+        self._original = original = functional.cross_entropy
 
-    def cross_entropy(self, logits: torch.Tensor, labels: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        loss = self._functional.cross_entropy(logits, labels, *args, **kwargs)
-        if torch.is_grad_enabled():  # the training loss, not an evaluation's
-            with torch.no_grad():
-                self.values.append(loss.detach())
-                self.float32.append(self._functional.cross_entropy(logits.detach().float(), labels, *args, **kwargs))
-        return loss
+        def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            loss = original(logits, labels, *args, **kwargs)
+            if torch.is_grad_enabled():  # the training loss, not an evaluation's
+                with torch.no_grad():
+                    self.values.append(loss.detach().sum())
+                    self.float32.append(original(logits.detach().float(), labels, *args, **kwargs).sum())
+            return loss
+
+        functional.cross_entropy = cross_entropy
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.nn.functional.cross_entropy = self._original
 
     def summary(self) -> dict[str, Any]:
         """Per step: the script's own loss value and the float32 one; counts of the non-finite ones."""
@@ -331,19 +340,11 @@ def airbench_side(args: argparse.Namespace, work: Path, kind: ScriptKind, module
     sampler = ContextSampler().start()  # this process's own view of the machine's load, as a daybreak run records
     if args.threads:
         torch.set_num_threads(args.threads)
-    recorder = LossRecorder(module.F) if args.record_loss and hasattr(module, "F") else None
-    if args.record_loss and recorder is None:
-        raise ParityError(f"--record-loss: {args.airbench.name} has no module-level F (torch.nn.functional) to "
-                          "record its loss through")
     airbench = Airbench(module, work, args.compile, args.device)
     airbench.train("warmup")  # untimed, as airbench's own __main__ does first
-    if recorder is not None:
-        module.F = recorder  # the timed run's loss only
-    try:
+    recorder = LossRecorder() if args.record_loss else None
+    with recorder if recorder is not None else contextlib.nullcontext():  # the timed run's loss only
         epochs, accuracy = airbench.train(args.run_name)
-    finally:
-        if recorder is not None:
-            module.F = recorder._functional
     out: dict[str, Any] = {"side": "airbench", "script_kind": kind.name, "compile": args.compile,
                            "epoch_s": epochs, "total_s": sum(epochs), "accuracy": accuracy,
                            "context": sampler.stop(), "pid": os.getpid(), **device_report(args.device)}

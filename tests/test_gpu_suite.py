@@ -306,7 +306,7 @@ def test_the_wheels_brought_are_derived_from_pyproject_and_the_image():
 
 def fake_steps(*specs):
     """Steps that run plain Python (argv also for the dry run)."""
-    return lambda work, airbench, dry_run=False: [
+    return lambda work, airbench, dry_run=False, **scripts: [
         gpu_suite.Step(name, [sys.executable, "-c", code], tiny=[sys.executable, "-c", code], timeout_s=timeout,
                        tiny_timeout_s=timeout, daybreak_cli=False) for name, code, timeout in specs]
 
@@ -368,6 +368,106 @@ def test_the_suite_dry_run_resolves_its_steps_on_the_cpu(stand_in, tmp_path):
     assert gpu_suite.main(["--dry-run", "--steps", "digits,nope", "--results", str(tmp_path / "x")]) == 2
 
 
+def test_steps_and_step_sets_are_chosen_in_the_order_given(tmp_path):
+    every = gpu_suite.steps(tmp_path, tmp_path / "a.py", airbench_muon=tmp_path / "m.py")
+    names = [s.name for s in gpu_suite.chosen(every, "diagnose")]
+    assert names == list(gpu_suite.STEP_SETS["diagnose"]) and names[:3] == ["loss_overflow", "cifar10_muon",
+                                                                             "airbench_muon_loss"]
+    assert [s.name for s in gpu_suite.chosen(every, "peak,digits,peak")] == ["peak", "digits"]
+    with pytest.raises(gpu_suite.SuiteError, match="no step or step set named nope.*the sets: diagnose"):
+        gpu_suite.chosen(every, "diagnose,nope")
+    for step in every:  # every step of the set resolves: daybreak's parser, or a benchmark script that exists
+        if step.daybreak_cli:
+            assert gpu_suite.parse_only(step.argv) is None, step.name
+        else:
+            assert Path(step.argv[1]).exists(), step.name
+    bert = next(s for s in every if s.name == "throughput_bert_base").argv
+    assert bert[bert.index("--batch-sizes") + 1] == "128,256"  # not launch-bound (32 was, on the H200)
+    compiled = next(s for s in every if s.name == "throughput_resnet50_compiled").argv
+    assert compiled[compiled.index("--compile") + 1] == "on" and "--frameworks" not in compiled
+    missing = {s.name: s.missing for s in gpu_suite.steps(tmp_path, None)}
+    assert missing["parity"] and missing["profile_airbench"] and "--airbench-muon" in missing["airbench_muon_loss"]
+    assert missing["loss_overflow"] is None and missing["profile_daybreak"] is None
+
+
+def test_the_loss_overflow_script_shows_the_fp16_sum_overflow_and_the_recipes_finite_loss(tmp_path, capsys):
+    import loss_overflow
+
+    assert loss_overflow.main(["--device", "cpu", "--out", str(tmp_path / "o.json")]) == 0
+    s = json.loads((tmp_path / "o.json").read_text())
+    assert s["overflows"] == [3.4, 3.7136] and s["recipe_loss_finite"]
+    for row, f32 in zip(s["rows"], (1749.28, 1733.79)):  # the issue's figures for torch 2.13 on a CPU
+        assert row["fp16_sum"] == float("inf") and row["fp16_gradient_finite"]
+        assert row["float32"] == pytest.approx(f32, abs=0.01) and row["cifar10_muon_loss_fn"] == pytest.approx(
+            row["float32"], rel=1e-4)
+    assert "the fp16 sum overflows at gaps [3.4, 3.7136]" in capsys.readouterr().out
+
+
+def test_the_boundary_script_measures_a_real_recorders_boundary(tmp_path):
+    import phase_boundary
+
+    s = phase_boundary.measure(torch.device("cpu"), boundaries=5, repeats=2)
+    assert s["boundaries"] == 5 and s["repeats"] == 2 and s["claim_ms"] == 0.5
+    assert 0 < s["inside_train_interval_ms"] <= s["daybreak_ms"] and s["bare_ms"] > 0  # (no timed claim)
+    assert s["extra_ms"] == pytest.approx(s["daybreak_ms"] - s["bare_ms"]) and len(s["load_avg_before"]) == 3
+    assert "inside the train interval" in phase_boundary.report(s)
+
+
+def test_the_step_profile_figures_from_profiler_events():
+    from types import SimpleNamespace
+
+    import step_profile
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    ev = lambda name, start, end, device=cpu: SimpleNamespace(  # noqa: E731
+        name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end))
+    window = SimpleNamespace(steps=2, skip=3, marks=6, times=[1.0, 1.010, 1.030], events=[
+        ev("gemm", 0, 400, cuda), ev("relu", 600, 700, cuda), ev("gemm", 1000, 1400, cuda),
+        ev("cudaLaunchKernel", 0, 5), ev("cudaLaunchKernel", 10, 15), ev("cudaLaunchKernel", 20, 25),
+        ev("aten::_local_scalar_dense", 30, 40), ev("cudaStreamSynchronize", 40, 900)])
+    f = step_profile.figures(window, torch.device("cpu"))
+    assert f["wall_ms_per_step"] == pytest.approx(15.0) and f["device_ms_per_step"] == pytest.approx(0.45)
+    assert f["device_span_ms_per_step"] == pytest.approx(0.7) and f["device_busy"] == pytest.approx(900 / 1400)
+    assert f["kernel_launches_per_step"] == 1.5 and f["host_syncs_per_step"] == {
+        "cudaStreamSynchronize": 0.5, "aten::_local_scalar_dense": 0.5} and f["host_syncs_per_step_total"] == 1.0
+    assert list(f["top_kernels_ms_per_step"]) == ["gemm", "relu"] and f["top_kernels_ms_per_step"]["gemm"] == 0.4
+    with pytest.raises(Exception, match="fewer than --skip 3"):
+        step_profile.figures(SimpleNamespace(steps=2, skip=3, marks=4, times=[], events=None), torch.device("cpu"))
+
+
+def test_the_diagnose_steps_run_at_a_tiny_size_on_the_cpu(stand_in, tmp_path):
+    muon = tmp_path / "airbench94_muon.py"
+    muon.write_text(MUON_STAND_IN)
+    results = tmp_path / "results"
+    code = gpu_suite.main(["--dry-run", "--results", str(results), "--airbench", str(stand_in), "--airbench-muon",
+                           str(muon), "--keep", str(tmp_path / "work"),
+                           "--steps", "loss_overflow,airbench_muon_loss,boundary,parity"])
+    assert code == 0
+    s = json.loads(next(results.glob("*-dry-run.json")).read_text())
+    assert {k: v["status"] for k, v in s["steps"].items()} == dict.fromkeys(
+        ["loss_overflow", "airbench_muon_loss", "boundary", "parity"], "ok")
+    f = s["steps"]
+    assert f["loss_overflow"]["figures"]["overflows"] and f["boundary"]["figures"]["claim_ms"] == 0.5
+    assert "--dry-run" in f["parity"]["command"] and "--pairs 5" in f["parity"]["command"]
+    md = next(results.glob("*-dry-run.md")).read_text()
+    assert "gap 3.71: fp16 sum inf" in md and "inside the train interval" in md
+
+
+def test_a_window_of_airbenchs_steps_is_profiled(cifar, stand_in, tmp_path, capsys):
+    import step_profile
+
+    out = tmp_path / "profile.json"
+    assert step_profile.main(["--side", "airbench", "--airbench", str(stand_in), "--data-dir", str(cifar), "--device",
+                              "cpu", "--skip", "1", "--steps", "2", "--out", str(out)]) == 0
+    f = json.loads(out.read_text())
+    assert (f["side"], f["script_kind"], f["steps"], f["skipped"]) == ("airbench", "airbench94", 2, 1)
+    assert f["wall_ms_per_step"] > 0 and f["device_ms_per_step"] is None  # a CPU: no device kernels
+    assert "steps 2-3" in capsys.readouterr().out
+    assert step_profile.main(["--side", "airbench", "--airbench", str(stand_in), "--data-dir", str(cifar), "--device",
+                              "cpu", "--skip", "10", "--steps", "2"]) == 2  # the stand-in makes 4 steps
+    assert "fewer than --skip 10" in capsys.readouterr().err
+
+
 # --- the rehearsal: the lent machine's conditions on this CPU ---------------------------------------------------
 
 def image_venv(folder: Path) -> Path:
@@ -426,12 +526,31 @@ def test_rehearsal_prepare_then_offline_in_a_network_namespace_with_the_images_p
     s = json.loads(summary.read_text())
     assert s["offline"] and "pydantic" in s["installed"] and "(installed)" in s["installed"]
     statuses = {k: v["status"] for k, v in s["steps"].items()}
+    needs_airbench = {"parity", "airbench_muon_loss", "profile_airbench"}
     assert set(statuses) == {"digits", "mnist", "cifar10", "cifar10_muon", "peak", "throughput_resnet50",
-                             "throughput_bert_base", "infer", "digits_compile", "throughput_jax_resnet50", "parity"}
-    assert all(v in ("ok", "parsed") for k, v in statuses.items() if k != "parity"), statuses
-    assert statuses["parity"] == "skipped" and {k for k, v in statuses.items() if v == "ok"} >= {
-        "digits", "mnist", "cifar10", "peak", "infer"}
+                             "throughput_bert_base", "throughput_resnet50_compiled", "infer", "digits_compile",
+                             "throughput_jax_resnet50", *gpu_suite.STEP_SETS["diagnose"]}
+    assert all(v in ("ok", "parsed") for k, v in statuses.items() if k not in needs_airbench), statuses
+    assert {statuses[k] for k in needs_airbench} == {"skipped"} and {k for k, v in statuses.items() if v == "ok"} >= {
+        "digits", "mnist", "cifar10", "cifar10_muon", "peak", "infer", "loss_overflow", "boundary",
+        "profile_daybreak"}
     assert s["env"]["torch"].startswith(__import__("torch").__version__.split("+")[0])
+
+    # the one GPU call of issue 37, offline, with stand-ins for the airbench scripts the lent machine will have
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "airbench94.py").write_text(STAND_IN)
+    (scripts / "airbench94_muon.py").write_text(MUON_STAND_IN)
+    diagnose = tmp_path / "diagnose"
+    proc = subprocess.run(offline_suite(python, wheels, diagnose, "--steps", "diagnose", "--airbench",
+                                        str(scripts / "airbench94.py"), "--airbench-muon",
+                                        str(scripts / "airbench94_muon.py")),
+                          capture_output=True, text=True, timeout=1200, cwd=REPO,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    d = json.loads(next(diagnose.glob("*-dry-run.json")).read_text())
+    assert list(d["steps"]) == list(gpu_suite.STEP_SETS["diagnose"])
+    assert all(v["status"] in ("ok", "parsed") for v in d["steps"].values()), d["steps"]
 
     # SIGKILL in the middle: every finished step is in the summary, the running one is named
     killed = tmp_path / "killed"
