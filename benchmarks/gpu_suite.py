@@ -9,7 +9,7 @@ line), installs the wheels of ``.gpu/`` it lacks into a temporary folder on ``PY
 (benchmarks/gpu_wheels.py), and never touches the network. Without ``--offline`` (a GPU machine of your own, with a
 network) the README's set-up (scripts/bootstrap.sh, .venv) comes first.
 
-Steps, most valuable first, each a fresh process in its own process group with its own time limit (then
+Steps (all of them by default, in this order), each a fresh process in its own process group with its own time limit (then
 SIGTERM, which a run records as ``interrupted``, and SIGKILL after a grace; every process the step started,
 however detached, is found by a marker in its environment and stopped before the next step):
 
@@ -17,22 +17,36 @@ however detached, is found by a marker in its environment and stopped before the
     mnist               daybreak run mnist on MNIST-format synthetic files (60,000 / 10,000 images)
     cifar10             daybreak run cifar10 --full-schedule on CIFAR-format synthetic files (50,000 / 10,000):
                         per-epoch train time, both clocks
-    cifar10_muon        the same with the Muon recipe
+    cifar10_muon        the same with the Muon recipe (fp16 network, the loss summed in float32; all 8 epochs)
     peak                daybreak peak: fp32, tf32, bf16, fp16 ceilings and copy bandwidth beside the datasheet
-    throughput_resnet50 daybreak throughput, bf16, MFU against the datasheet
-    throughput_bert_base the same for bert_base
+    throughput_resnet50 daybreak throughput, bf16, eager, MFU against the datasheet
+    throughput_bert_base the same for bert_base, at batches 128 and 256 (32 was launch-bound on an H200)
+    throughput_resnet50_compiled  resnet50 bf16 with --compile on, beside the JAX program
     infer               daybreak infer on the cifar10 run: batch-1 latency and batched throughput
     digits_compile      daybreak run digits --compile: recompilations inside the clock, MLPerf clock vs eager
     throughput_jax_resnet50  resnet50 in JAX/Flax (XLA, bf16) through `daybreak throughput --frameworks jax` (the
                         image has jax, flax and optax)
-    parity              benchmarks/airbench_parity.py (needs --airbench PATH; recipe and compile mode from the script)
+    loss_overflow       benchmarks/loss_overflow.py: fp16 logits [2000, 10] at gaps 3.40 and 3.71, the loss summed
+                        in fp16 (inf) against float32 and cifar10_muon's own loss, on the device
+    airbench_muon_loss  airbench94_muon alone (needs --airbench-muon PATH), eager, with its own loss recorded at
+                        every step (fp16 value and the float32 one)
+    boundary            benchmarks/phase_boundary.py: one epoch boundary's cost against a bare one (claim 0.5 ms)
+    profile_daybreak    benchmarks/step_profile.py: 10 steps of daybreak's cifar10 under torch.profiler (device
+                        time, busy share, kernel launches and host syncs per step)
+    profile_airbench    the same for airbench94 (needs --airbench PATH)
+    parity              benchmarks/airbench_parity.py (needs --airbench PATH): 5 pairs of fresh processes, ABBA,
+                        the training time ratio with its 99% interval
+
+``--steps diagnose`` (``STEP_SETS``) is issue 37's one GPU call: loss_overflow, cifar10_muon, airbench_muon_loss,
+boundary, profile_daybreak, profile_airbench, parity, then throughput_resnet50_compiled, throughput_jax_resnet50
+and throughput_bert_base, in that order, as far as the budget allows.
 
 The summary ``<results>/<gpu>-<date>.json`` and ``.md`` (``--results``, default benchmarks/results) is rewritten
 atomically at the start, when a step starts (its name, ``running``) and when it ends, so a cut-off at any second
 leaves every finished step; ``<gpu>-<date>-records.tar.gz`` beside them holds each step's small record files
 (result.json, mllog, results.jsonl; no checkpoints). ``--budget`` (default 540 s) bounds everything from the
 suite's start, installing included; a step that would not fit is skipped and says so. ``--steps a,b`` runs only
-those; ``--keep DIR`` keeps the run folders.
+those (names or step sets), in that order; ``--keep DIR`` keeps the run folders.
 """
 
 from __future__ import annotations
@@ -111,6 +125,7 @@ class Step:
     needs: str | None = None  # a step whose output this one uses (skipped when that one did not succeed)
     tiny_timeout_s: float = 600.0  # the dry run's limit (a CPU is slower than the GPU the limits above are for)
     figures_from_stdout: Callable[[str], dict[str, Any]] | None = None
+    missing: str | None = None  # why it cannot run here (a script the suite was not given): skipped, saying so
 
 
 # --- what each step leaves behind --------------------------------------------------------------------------------
@@ -132,7 +147,8 @@ def run_figures(folder: Path) -> dict[str, Any]:
         "epoch_train_s": epoch_train_seconds(r), "steps_per_epoch": r.steps_per_epoch,
         "best_accuracy": r.best_accuracy, "energy_available": r.energy.available,
         "joules_to_target": r.energy.joules_to_target, "energy_unavailable": r.energy.unavailable,
-        "warnings": r.warnings,
+        "warnings": r.warnings, "message": r.message, "epochs_run": len(r.history),
+        "non_finite_loss": [n.summary + ("" if n.diverged else " (not diverged)") for n in r.non_finite_loss],
     }
 
 
@@ -200,18 +216,52 @@ def parity_figures(folder: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     s = json.loads(path.read_text())
-    return {k: s.get(k) for k in ("script_kind", "recipe", "compile", "ratio_total", "goal_ratio", "epochs")}
+    if s.get("side") == "airbench":  # one airbench run alone (airbench94_muon with its loss recorded)
+        loss = {k: v for k, v in (s.get("loss") or {}).items() if k not in ("own", "float32")}
+        loss.update(own_first=(s.get("loss") or {}).get("own", [])[:12],
+                    float32_first=(s.get("loss") or {}).get("float32", [])[:12])
+        return {"side": "airbench", "script_kind": s.get("script_kind"), "compile": s.get("compile"),
+                "epoch_s": s.get("epoch_s"), "total_s": s.get("total_s"), "accuracy": s.get("accuracy"), "loss": loss}
+    return {k: s.get(k) for k in ("mode", "script_kind", "recipe", "compile", "ratio_total", "ratio", "ratio_words",
+                                  "within_goal", "goal_ratio", "epochs", "airbench_total_s", "daybreak_total_s",
+                                  "warnings", "device_name", "threads")}
+
+
+def overflow_figures(path: Path) -> dict[str, Any]:
+    f = json_figures(path)
+    f["loss_rows"] = f.pop("rows", [])  # ("rows" are throughput's)
+    return f
+
+
+def json_figures(path: Path, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A benchmark script's --out JSON (loss_overflow, phase_boundary, step_profile)."""
+    if not path.exists():
+        return {}
+    return {k: v for k, v in json.loads(path.read_text()).items() if k not in drop}
 
 
 # --- the steps ---------------------------------------------------------------------------------------------------
 
-def steps(work: Path, airbench: Path | None, dry_run: bool = False) -> list[Step]:
+STEP_SETS = {
+    # issue 37's one GPU call: what decides the fp16 loss, the parity and the clock, then the anchors' throughput,
+    # most decisive first (a step that no longer fits the budget is skipped and says so)
+    "diagnose": ("loss_overflow", "cifar10_muon", "airbench_muon_loss", "boundary", "profile_daybreak",
+                 "profile_airbench", "parity", "throughput_resnet50_compiled", "throughput_jax_resnet50",
+                 "throughput_bert_base"),
+}
+
+
+def steps(work: Path, airbench: Path | None, dry_run: bool = False, airbench_muon: Path | None = None) -> list[Step]:
     """Every step, GPU arguments and tiny CPU arguments; run folders under ``work``. The synthetic data is tiny
     for a dry run (its runs only have to run)."""
     mnist, cifar = work / "data-mnist", work / "data-cifar"
     from_run = lambda name: (lambda step, w: run_figures(w / name))  # noqa: E731
     data_flags = lambda folder: ["--data-dir", str(folder), "--allow-custom-data", "--no-download"]  # noqa: E731
     cpu_tiny = ["--device", "cpu", "--set", "epochs=1", "--full-schedule"]
+    bench = lambda name: [sys.executable, str(REPO / "benchmarks" / name)]  # noqa: E731
+    no_airbench = None if airbench else "no --airbench script given (daybreak never ships airbench)"
+    no_muon = None if airbench_muon else "no --airbench-muon script given (daybreak never ships airbench)"
+    write_cifar = lambda: _write_cifar(cifar, dry_run)  # noqa: E731
     out = [
         Step("digits", ["run", "digits", "--out", str(work / "digits"), "-q"],
              tiny=["run", "digits", *cpu_tiny, "--target", "0.5", "--out", str(work / "digits"), "-q"],
@@ -224,22 +274,30 @@ def steps(work: Path, airbench: Path | None, dry_run: bool = False) -> list[Step
                          str(work / "cifar10"), "-q"],
              tiny=["run", "cifar10", *data_flags(cifar), *cpu_tiny, "--target", "0.05", "--set", "batch_size=50",
                    "--out", str(work / "cifar10"), "-q"],  # 5%: a checkpoint for the infer step whatever it learns
-             timeout_s=150, ok_codes=(0, 3), collect=from_run("cifar10"), before=lambda: _write_cifar(cifar, dry_run)),
+             timeout_s=150, ok_codes=(0, 3), collect=from_run("cifar10"), before=write_cifar),
+        # the fp16 network with the loss summed in float32, through all 8 epochs (--full-schedule): on the H200 the
+        # fp16 sum's inf stopped it as "diverged" at the first evaluation
         Step("cifar10_muon", ["run", "cifar10", "--recipe", "cifar10_muon", *data_flags(cifar), "--target", "0.9",
                               "--full-schedule", "--out", str(work / "cifar10-muon"), "-q"],
-             timeout_s=150, ok_codes=(0, 3), collect=from_run("cifar10-muon"),
-             before=lambda: _write_cifar(cifar, dry_run)),
+             tiny=["run", "cifar10", "--recipe", "cifar10_muon", *data_flags(cifar), *cpu_tiny, "--target", "0.05",
+                   "--set", "batch_size=50", "--out", str(work / "cifar10-muon"), "-q"],
+             timeout_s=150, ok_codes=(0, 3), collect=from_run("cifar10-muon"), before=write_cifar),
         Step("peak", ["peak", "--budget", "30", "--force", "--json"],
              tiny=["peak", "--device", "cpu", "--budget", "1", "--precisions", "fp32,tf32", "--size", "128",
                    "--repeats", "1", "--json"], timeout_s=90, figures_from_stdout=peak_figures),
     ]
-    for model, extra in (("resnet50", ["--channels-last", "--batch-sizes", "128"]),
-                         ("bert_base", ["--seq-len", "128", "--batch-sizes", "32"])):
-        folder = work / f"throughput-{model}"
-        out.append(Step(f"throughput_{model}", ["throughput", "--model", model, *extra, "--amp", "bf16", "--warmup",
-                                                "10", "--steps", "20", "--repeats", "3", "--peak-budget", "20",
-                                                "--no-plots", "--out", str(folder), "-q"],
-                        timeout_s=150, collect=lambda step, w, f=folder: throughput_figures(f)))
+    # BERT at batches that are not launch-bound (at 32 on the H200: ~900 small kernels a step, 12.9% MFU)
+    for name, model, extra in (("throughput_resnet50", "resnet50", ["--channels-last", "--batch-sizes", "128",
+                                                                      "--repeats", "3"]),
+                               ("throughput_bert_base", "bert_base", ["--seq-len", "128", "--batch-sizes", "128,256",
+                                                                      "--repeats", "2"]),
+                               ("throughput_resnet50_compiled", "resnet50", ["--channels-last", "--batch-sizes", "128",
+                                                                             "--compile", "on", "--repeats", "2"])):
+        folder = work / name.replace("_", "-")
+        out.append(Step(name, ["throughput", "--model", model, *extra, "--amp", "bf16", "--warmup", "10", "--steps",
+                               "20", "--peak-budget", "20", "--no-plots", "--out", str(folder), "-q"],
+                        timeout_s=240 if "compiled" in name else 150,
+                        collect=lambda step, w, f=folder: throughput_figures(f)))
     out.append(Step("infer", ["infer", str(work / "cifar10"), *data_flags(cifar), "-q"],
                     tiny=["infer", str(work / "cifar10"), *data_flags(cifar), "--device", "cpu", "--warmup", "1",
                           "--throughput-repeats", "1", "-q"],
@@ -253,11 +311,31 @@ def steps(work: Path, airbench: Path | None, dry_run: bool = False) -> list[Step
                                                 "--warmup", "10", "--steps", "20", "--repeats", "2", "--peak-budget",
                                                 "20", "--no-plots", "--out", str(jax_folder), "-q"],
                     timeout_s=240, collect=lambda step, w: throughput_figures(jax_folder)))
-    parity = [sys.executable, str(REPO / "benchmarks" / "airbench_parity.py"), "--airbench", str(airbench or ""),
-              "--data-dir", str(cifar), "--repeats", "2", "--out", str(work / "parity")]
-    out.append(Step("parity", parity, tiny=parity + ["--device", "cpu", "--dry-run"], timeout_s=240,
-                    daybreak_cli=False, collect=lambda step, w: parity_figures(w / "parity"),
-                    before=lambda: _write_cifar(cifar, dry_run)))
+    # issue 37's checks (STEP_SETS["diagnose"])
+    overflow = bench("loss_overflow.py") + ["--out", str(work / "loss-overflow.json")]
+    out.append(Step("loss_overflow", overflow, tiny=overflow + ["--device", "cpu"], timeout_s=90, daybreak_cli=False,
+                    collect=lambda step, w: overflow_figures(w / "loss-overflow.json")))
+    muon_side = bench("airbench_parity.py") + ["--airbench", str(airbench_muon or ""), "--data-dir", str(cifar),
+                                               "--side", "airbench", "--record-loss", "--compile", "off", "--out",
+                                               str(work / "airbench-muon")]
+    out.append(Step("airbench_muon_loss", muon_side, tiny=muon_side + ["--device", "cpu", "--dry-run"],
+                    timeout_s=120, daybreak_cli=False, missing=no_muon, before=write_cifar,
+                    collect=lambda step, w: parity_figures(w / "airbench-muon")))
+    boundary = bench("phase_boundary.py") + ["--out", str(work / "boundary.json")]
+    out.append(Step("boundary", boundary, tiny=boundary + ["--device", "cpu", "--boundaries", "20", "--repeats", "2"],
+                    timeout_s=90, daybreak_cli=False, collect=lambda step, w: json_figures(w / "boundary.json")))
+    for side, flags, missing in (("daybreak", ["--recipe", "cifar10"], None),
+                                 ("airbench", ["--airbench", str(airbench or "")], no_airbench)):
+        result = work / f"profile-{side}.json"
+        argv = bench("step_profile.py") + ["--side", side, *flags, "--data-dir", str(cifar), "--out", str(result)]
+        out.append(Step(f"profile_{side}", argv, tiny=argv + ["--device", "cpu", "--skip", "1", "--steps", "2"],
+                        timeout_s=120, daybreak_cli=False, missing=missing, before=write_cifar,
+                        collect=lambda step, w, f=result: json_figures(f)))
+    parity = bench("airbench_parity.py") + ["--airbench", str(airbench or ""), "--data-dir", str(cifar), "--pairs",
+                                            "5", "--trial-timeout", "90", "--out", str(work / "parity")]
+    out.append(Step("parity", parity, tiny=parity + ["--device", "cpu", "--dry-run"], timeout_s=300,
+                    daybreak_cli=False, collect=lambda step, w: parity_figures(w / "parity"), missing=no_airbench,
+                    before=write_cifar))
     return out
 
 
@@ -399,10 +477,10 @@ class Runner:
         return res
 
 
-def run_step(step: Step, runner: Runner, dry_run: bool, deadline: float, airbench: Path | None,
-             done: dict[str, dict[str, Any]], token: str) -> dict[str, Any]:
-    if step.name == "parity" and airbench is None:
-        return {"status": "skipped", "reason": "no --airbench script given (daybreak never ships airbench)"}
+def run_step(step: Step, runner: Runner, dry_run: bool, deadline: float, done: dict[str, dict[str, Any]],
+             token: str) -> dict[str, Any]:
+    if step.missing:
+        return {"status": "skipped", "reason": step.missing}
     if step.needs and done.get(step.needs, {}).get("status") != "ok":
         return {"status": "skipped", "reason": f"needs the {step.needs} step, which did not succeed"}
     if step.daybreak_cli:
@@ -529,6 +607,27 @@ def _key_figures(res: dict[str, Any]) -> str:
             parts.append(f"{f['recompiles_under_clock']} recompilations")
         if f.get("joules_to_target"):
             parts.append(", ".join(f"{k} {v:.0f} J" for k, v in f["joules_to_target"].items() if v is not None))
+        if f.get("non_finite_loss"):
+            parts.append(f"non-finite loss: {f['non_finite_loss'][0]}" + (f" (+{len(f['non_finite_loss']) - 1})"
+                                                                          if len(f["non_finite_loss"]) > 1 else ""))
+    for row in f.get("loss_rows", []):
+        parts.append(f"gap {row['gap']:.2f}: fp16 sum {row['fp16_sum']:.6g}, float32 {row['float32']:.6g}, "
+                     f"cifar10_muon {row['cifar10_muon_loss_fn']:.6g}, fp16 gradient "
+                     f"{'finite' if row['fp16_gradient_finite'] else 'NON-FINITE'}")
+    if "extra_ms" in f:
+        parts.append(f"one boundary {f['daybreak_ms']:.4f} ms vs bare {f['bare_ms']:.4f} ms (+{f['extra_ms']:.4f} ms; "
+                     f"claim {f['claim_ms']} ms), {f['inside_train_interval_ms']:.4f} ms inside the train interval")
+    if "kernel_launches_per_step" in f:
+        ms = lambda v: "-" if v is None else f"{v:.3f} ms"  # noqa: E731
+        busy = "-" if f.get("device_busy") is None else f"{f['device_busy']:.0%}"
+        parts.append(f"per step: wall {ms(f['wall_ms_per_step'])}, device {ms(f['device_ms_per_step'])} (busy "
+                     f"{busy}), {f['kernel_launches_per_step']:g} launches, {f['host_syncs_per_step_total']:g} "
+                     "host syncs")
+    if f.get("side") == "airbench" and f.get("loss"):
+        loss = f["loss"]
+        parts.append(f"{f.get('script_kind')}: {len(f.get('epoch_s') or [])} epochs, {f.get('total_s') or 0:.3f} s; "
+                     f"its own {loss.get('dtype')} loss non-finite at {loss.get('non_finite_steps')} of "
+                     f"{loss.get('steps')} steps, float32 at {loss.get('float32_non_finite_steps')}")
     if "mlperf_within_bound" in f:
         parts.append(f"MLPerf clock within the bound: {f['mlperf_within_bound']}")
     if "flops_per_s" in f:
@@ -541,9 +640,11 @@ def _key_figures(res: dict[str, Any]) -> str:
         parts.append(f"batch {row['batch_size']}: {row['samples_per_s'] or 0:.0f} samples/s{mfu}")
     if "p50_ms" in f:
         parts.append(f"p50 {f['p50_ms']:.3f} ms, p90 {f['p90_ms']:.3f} ms, p99 {f['p99_ms']:.3f} ms")
-    if f.get("ratio_total") is not None:
+    if f.get("ratio_words"):
+        parts.append(f"{f.get('script_kind')} vs {f.get('recipe')}: {f['ratio_words']} (goal {f['goal_ratio']}x)")
+    elif f.get("ratio_total") is not None:
         parts.append(f"{f.get('script_kind')} vs {f.get('recipe')}: daybreak / airbench {f['ratio_total']:.3f}x "
-                     f"(goal {f['goal_ratio']}x)")
+                     f"({f.get('mode') or 'in-process'}; goal {f['goal_ratio']}x)")
     return "; ".join(parts).replace("|", "/") or "-"
 
 
@@ -566,11 +667,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                           "wheels installed into a temporary folder")
     p.add_argument("--wheels", type=Path, default=REPO / ".gpu", help="the prepared wheels (default .gpu)")
     p.add_argument("--dry-run", action="store_true", help="resolve every step on the CPU (parse / tiny runs)")
-    p.add_argument("--airbench", type=Path, help="your airbench script, for the parity step (never vendored)")
+    p.add_argument("--airbench", type=Path, help="your copy of airbench's legacy/airbench94.py, for the parity and "
+                                                  "profile_airbench steps (never vendored)")
+    p.add_argument("--airbench-muon", type=Path, help="your copy of airbench94_muon.py, for the airbench_muon_loss "
+                                                       "step (never vendored)")
     p.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results", help="where the summary goes")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
                    help=f"seconds for everything, set-up included (default {DEFAULT_BUDGET_S:.0f})")
-    p.add_argument("--steps", help="only these steps, comma-separated (default: all)")
+    p.add_argument("--steps", help="only these steps or step sets, comma-separated, in that order (default: all; "
+                                   f"sets: {', '.join(f'{k} = {chr(44).join(v)}' for k, v in STEP_SETS.items())})")
     p.add_argument("--keep", type=Path, help="keep the run folders here (default: a temporary folder)")
     args = p.parse_args(argv)
     if args.budget <= RESERVE_S + MIN_STEP_S:
@@ -604,6 +709,19 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(s, handler)
 
 
+def chosen(all_steps: list[Step], text: str) -> list[Step]:
+    """``--steps a,b`` (names or step sets, e.g. ``diagnose``): those steps in the order given, each once."""
+    by_name = {s.name: s for s in all_steps}
+    wanted: list[str] = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        wanted += STEP_SETS.get(item, (item,))
+    unknown = sorted(set(wanted) - set(by_name))
+    if unknown:
+        raise SuiteError(f"--steps: no step or step set named {', '.join(unknown)} (the steps: "
+                         f"{', '.join(by_name)}; the sets: {', '.join(STEP_SETS)})")
+    return [by_name[n] for n in dict.fromkeys(wanted)]
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -631,14 +749,9 @@ def _suite(args: argparse.Namespace, summary: Summary, tmp: Path, deadline: floa
                          "daybreak supports (pyproject.toml)")
     if not args.dry_run and not info.get("cuda_available"):
         raise SuiteError("no CUDA GPU is visible (use --dry-run to check the suite on a CPU)")
-    all_steps = steps(work, args.airbench, args.dry_run)
+    all_steps = steps(work, args.airbench, args.dry_run, airbench_muon=args.airbench_muon)
     if args.steps:
-        wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
-        unknown = sorted(set(wanted) - {s.name for s in all_steps})
-        if unknown:
-            raise SuiteError(f"--steps: no step named {', '.join(unknown)} (the steps: "
-                             f"{', '.join(s.name for s in all_steps)})")
-        all_steps = [s for s in all_steps if s.name in wanted]
+        all_steps = chosen(all_steps, args.steps)
     summary.write()
     runner = Runner(work, env)
     results: dict[str, dict[str, Any]] = summary.data["steps"]
@@ -650,7 +763,7 @@ def _suite(args: argparse.Namespace, summary: Summary, tmp: Path, deadline: floa
             results[step.name] = {"status": "running", "started_s": round(time.monotonic() - summary.data["_t0"], 2),
                                   "marker": f"{MARKER}={token}"}  # in the environment of all its processes
             summary.write()
-            results[step.name] = run_step(step, runner, args.dry_run, deadline, args.airbench, results, token)
+            results[step.name] = run_step(step, runner, args.dry_run, deadline, results, token)
             summary.data["running"] = None
             if results.get("digits", {}).get("figures") and results.get("digits_compile", {}).get("figures"):
                 results["digits_compile"]["figures"].update(compile_verdict(results["digits"]["figures"],

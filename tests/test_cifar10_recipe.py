@@ -507,7 +507,7 @@ def test_airbench_fp16_network_keeps_batchnorm_in_float32_and_steps(data):
     x = image_prep(CPU, hp, half=True)(data.train_x[:8])
     assert x.dtype == torch.float16 and x.is_contiguous(memory_format=torch.channels_last)
     model.init_whitening(x)
-    loss = summed_loss(0.2)(model(x), data.train_y[:8])  # fp16 logits, summed as airbench does
+    loss = summed_loss(0.2)(model(x), data.train_y[:8])  # fp16 logits, the loss summed in float32
     loss.backward()
     assert torch.isfinite(loss) and all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
     # on a CPU the recipe keeps float32 and says so; the runner only drops autocast for a native fp16 network
@@ -523,6 +523,49 @@ def test_the_summed_loss_covers_the_global_batch_under_ddp(monkeypatch):
     one = cifar10.summed_loss(0.2)(logits, y)
     monkeypatch.setattr(cifar10, "world_size", lambda: 4)  # DDP averages 4 ranks' gradients: each sum x 4
     assert cifar10.summed_loss(0.2)(logits, y) == pytest.approx(4 * float(one))
+
+
+GAP_AT_THE_SMOOTHING_OPTIMUM = math.log(0.82 / 0.02)  # 3.71: softmax 0.82 on the label, 0.02 on each other class
+
+
+def logits_at_gap(batch: int, gap: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    y = torch.arange(batch) % 10
+    logits = torch.zeros(batch, 10)
+    logits[torch.arange(batch), y] = gap
+    return logits.to(dtype), y
+
+
+def test_the_float32_loss_is_finite_where_an_fp16_sum_overflows():
+    # cifar10_muon on an H200: fp16 logits [2000, 10] near the label-smoothing optimum; F.cross_entropy sums the
+    # smoothing term in fp16 (35.4 per example: 70,800 > 65,504) and the loss value is inf, its gradient finite
+    from daybreak.recipes.common import cross_entropy_float32
+
+    half, y = logits_at_gap(2000, GAP_AT_THE_SMOOTHING_OPTIMUM, torch.float16)
+    assert math.isinf(F.cross_entropy(half, y, label_smoothing=0.2, reduction="sum").item())  # the old loss
+    reference = F.cross_entropy(half.float(), y, label_smoothing=0.2, reduction="sum")
+    exact = F.cross_entropy(logits_at_gap(2000, GAP_AT_THE_SMOOTHING_OPTIMUM, torch.float32)[0], y,
+                            label_smoothing=0.2, reduction="sum")
+    half.requires_grad_(True)
+    loss = cross_entropy_float32(half, y, label_smoothing=0.2, reduction="sum")
+    assert loss.dtype == torch.float32 and math.isfinite(loss.item())
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-6)  # float32's, from the same fp16 logits
+    assert loss.item() == pytest.approx(exact.item(), rel=1e-3) and loss.item() == pytest.approx(1733.8, abs=0.5)
+    loss.backward()
+    assert half.grad is not None and half.grad.dtype == torch.float16 and torch.isfinite(half.grad).all()
+    old = half.detach().clone().requires_grad_(True)
+    F.cross_entropy(old, y, label_smoothing=0.2, reduction="sum").backward()
+    assert torch.allclose(half.grad.float(), old.grad.float(), atol=1e-3)  # the gradient airbench steps with
+
+
+@pytest.mark.parametrize("name", ["cifar10", "cifar10_muon", "cifar10_96"])
+def test_each_fp16_recipes_loss_at_batch_2000_is_finite(data, name):
+    recipe = get_recipe(name)
+    torch.manual_seed(0)
+    setup = recipe.build(recipe.hyperparameters({"batch_size": 2000}), data, CPU)
+    half, y = logits_at_gap(2000, GAP_AT_THE_SMOOTHING_OPTIMUM, torch.float16)  # what its fp16 network hands out
+    loss = setup.loss_fn(half, y)
+    reference = F.cross_entropy(half.float(), y, label_smoothing=recipe.defaults["label_smoothing"], reduction="sum")
+    assert math.isfinite(loss.item()) and loss.item() == pytest.approx(reference.item(), rel=1e-6)
 
 
 def test_cutout_zeroes_one_square_per_image():

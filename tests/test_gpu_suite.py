@@ -107,21 +107,85 @@ def test_airbench_format_data_and_table_parsing(cifar, tmp_path):
     assert airbench_parity.per_epoch(cumulative) == [1.25, 0.75]
 
 
-@pytest.mark.slow  # two full cifar10-recipe schedules on the CPU: about 2 minutes
-def test_parity_runs_both_loops_interleaved_and_reports_the_ratio(cifar, stand_in, tmp_path, capsys):
+def spy_children(monkeypatch):
+    """Every fresh process the parity tool starts, in order (then run for real)."""
+    started = []
+    real = airbench_parity.subprocess.run
+
+    def run(cmd, *args, **kwargs):
+        started.append("airbench" if "--side" in cmd else "daybreak" if cmd[1:4] == ["-m", "daybreak", "run"] else cmd)
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(airbench_parity.subprocess, "run", run)
+    return started
+
+
+def test_parity_runs_each_side_as_fresh_processes_abba_with_an_interval(cifar, stand_in, tmp_path, capsys,
+                                                                        monkeypatch):
+    from daybreak.analysis.paired import paired_ratio
+
+    started = spy_children(monkeypatch)
     out = tmp_path / "parity"
-    code = airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--repeats", "2",
-                                 "--device", "cpu", "--out", str(out)])
+    code = airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--pairs", "2",
+                                 "--device", "cpu", "--set", "epochs=1", "--out", str(out)])
     assert code == 0
     text = capsys.readouterr().out
+    assert started == ["airbench", "daybreak", "daybreak", "airbench"]  # ABBA, one process each
     s = json.loads((out / "parity.json").read_text())
-    assert s["repeats"] == 2 and len(s["airbench_epoch_s"]) == len(s["daybreak_epoch_s"]) == 2
-    assert s["script_kind"] == "airbench94" and s["recipe"] == "cifar10" and s["compile"] == "off"
-    assert all(len(e) == 2 for e in s["airbench_epoch_s"])  # the stand-in's two epochs, parsed from its table
-    ratios = [sum(d[:2]) / sum(a[:2]) for a, d in zip(s["airbench_epoch_s"], s["daybreak_epoch_s"])]
-    assert s["ratio_total"] == pytest.approx(sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2)
-    assert [r["epoch"] for r in s["epochs"]] == [1, 2] and "training time ratio daybreak / airbench" in text
-    assert not s["real_data"] and "not compared (synthetic data" in text  # no accuracies on synthetic data
+    assert s["mode"] == "fresh-processes" and s["order"] == "ABBA" and s["repeats"] == 2
+    assert [(t["pair"], t["side"], t["position"]) for t in s["trials"]] == [
+        (0, "airbench", 0), (0, "daybreak", 1), (1, "daybreak", 0), (1, "airbench", 1)]
+    assert len({t["threads"] for t in s["trials"]}) == 1 and {t["device"] for t in s["trials"]} == {"cpu"}
+    assert all(isinstance(t["load_avg_before"], list) for t in s["trials"])
+    expected = paired_ratio(s["airbench_total_s"], s["daybreak_total_s"], confidence=0.99, quantity="train_s")
+    assert s["ratio"]["ratio"] == pytest.approx(expected.ratio) and s["ratio"]["ci_low"] == pytest.approx(
+        expected.ci_low) and s["ratio_total"] == pytest.approx(expected.ratio)
+    assert s["daybreak_overrides"] == ["epochs=1"] and "a rehearsal, not the parity" in text
+    assert "daybreak / airbench training time:" in text and "99% CI" in text and "over 2 pairs" in text
+    assert [r["epoch"] for r in s["epochs"]] == [1]  # daybreak's 1 epoch against the stand-in's 2: the common one
+    assert not s["real_data"] and "not compared (synthetic data" in text
+
+
+@pytest.mark.slow  # five pairs of fresh processes, two cifar10 epochs each on the CPU: about 2 minutes
+def test_parity_default_is_five_pairs(cifar, stand_in, tmp_path):
+    out = tmp_path / "parity"
+    assert airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--device", "cpu",
+                                 "--set", "epochs=2", "--out", str(out)]) == 0
+    s = json.loads((out / "parity.json").read_text())
+    assert s["ratio"]["n_pairs"] == 5 and s["ratio"]["ci_low"] <= s["ratio"]["ratio"] <= s["ratio"]["ci_high"]
+    assert [t["side"] for t in s["trials"] if t["position"] == 0] == ["airbench", "daybreak"] * 2 + ["airbench"]
+
+
+def test_the_old_in_process_mode_only_when_asked_and_labelled(cifar, stand_in, tmp_path, capsys):
+    out = tmp_path / "parity"
+    assert airbench_parity.main(["--airbench", str(stand_in), "--data-dir", str(cifar), "--device", "cpu",
+                                 "--in-process", "--pairs", "1", "--set", "epochs=1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    s = json.loads((out / "parity.json").read_text())
+    assert s["mode"] == "in-process" and "not an experiment" in s["note"] and "ratio" not in s
+    assert "IN-PROCESS" in text and "no interval" in text
+
+
+def test_airbench_side_alone_records_its_own_loss(cifar, tmp_path, capsys):
+    # airbench94_muon's loss: summed in fp16 it is inf while training goes on (the diagnose step shows it on CUDA)
+    script = tmp_path / "fp16_loss.py"
+    script.write_text(STAND_IN.replace("import torch\n", "import torch\nimport torch.nn.functional as F\n", 1)
+                      .replace("lr=0.01)", "lr=1e-6)")
+                      .replace("torch.nn.functional.cross_entropy(net(x[i:i + 50].flatten(1)), y[i:i + 50])",
+                               "F.cross_entropy((net(x[i:i + 50].flatten(1)) * 300).half(), y[i:i + 50], "
+                               "label_smoothing=0.2, reduction='sum')"))
+    out = tmp_path / "side"
+    assert airbench_parity.main(["--airbench", str(script), "--data-dir", str(cifar), "--device", "cpu", "--side",
+                                 "airbench", "--record-loss", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    s = json.loads((out / "parity.json").read_text())
+    loss = s["loss"]
+    assert loss["steps"] == 4 and loss["dtype"] == "float16" and loss["own"] == ["inf"] * 4
+    assert loss["non_finite_steps"] == 4 and loss["first_non_finite_step"] == 1
+    assert loss["float32_non_finite_steps"] == 0 and all(65504 / 50 < v < float("inf") for v in loss["float32"])
+    assert "airbench's own loss (float16): 4 of 4 steps non-finite (first at step 1)" in text
+    assert "the same loss on float32 logits: finite at every step" in text
+    assert airbench_parity.main(["--airbench", str(script), "--data-dir", str(cifar), "--record-loss"]) == 2
 
 
 def test_parity_mistakes_are_one_line(cifar, tmp_path, capsys):
@@ -133,18 +197,32 @@ def test_parity_mistakes_are_one_line(cifar, tmp_path, capsys):
         assert err.count("\n") == 1 and fragment in err, err
     assert airbench_parity.main(["--airbench", str(bad), "--data-dir", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    assert airbench_parity.main(["--airbench", str(bad), "--data-dir", str(cifar), "--pairs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--pairs 1: at least 2" in err
 
 
-def test_a_daybreak_run_that_diverges_is_one_line_not_an_empty_table(monkeypatch, tmp_path, capsys):
-    # on an H200, cifar10_muon's fp16 network diverged and the tool printed "0 interleaved repeat(s)" with no rows
+def test_a_daybreak_run_that_diverges_is_one_line_not_an_empty_table():
+    # on an H200, cifar10_muon's fp16 network "diverged" and the tool printed "0 interleaved repeat(s)" with no rows
     from types import SimpleNamespace
 
-    diverged = SimpleNamespace(status="diverged", message="training diverged: the loss became NaN/inf by step 25",
-                               phases=[], final_accuracy=None)
-    monkeypatch.setattr(airbench_parity, "run", lambda config: diverged)
-    args = SimpleNamespace(recipe="cifar10_muon", data_dir=tmp_path, device="cpu", compile="off")
+    diverged = SimpleNamespace(status="diverged", message="training diverged: loss nan by step 25, weights non-finite")
     with pytest.raises(airbench_parity.ParityError, match="cifar10_muon run diverged: training diverged.*step 25"):
-        airbench_parity.daybreak_train(args, tmp_path / "run", seed=0)
+        airbench_parity._check_run(diverged, "cifar10_muon")
+
+
+def test_the_sides_must_report_the_same_device_and_threads():
+    trial = lambda side, threads, name="cpu": airbench_parity.Trial(  # noqa: E731
+        pair=0, side=side, position=0, epoch_s=[1.0], total_s=1.0, accuracy=None, device="cpu", device_name=name,
+        threads=threads, seconds=2.0, load_avg_before=None, busy_fraction=None, warnings=[])
+    airbench_parity.verify_same([trial("airbench", 2), trial("daybreak", 2)])
+    with pytest.raises(airbench_parity.ParityError, match="not run on the same device and threads"):
+        airbench_parity.verify_same([trial("airbench", 2), trial("daybreak", 1)])
+    args = airbench_parity.parse_args(["--airbench", "a.py", "--data-dir", "d", "--recipe", "cifar10", "--compile",
+                                       "off", "--device", "cpu", "--set", "epochs=2"])
+    cmd = airbench_parity.daybreak_command(args, Path("/tmp/out"), seed=3)
+    assert gpu_suite.parse_only(cmd[3:]) is None  # daybreak's own parser takes the daybreak side's command
+    assert cmd[cmd.index("--threads") + 1] == str(args.threads) and "--set" in cmd
 
 
 def test_every_gpu_step_parses_with_daybreaks_own_parser(tmp_path):
@@ -228,7 +306,7 @@ def test_the_wheels_brought_are_derived_from_pyproject_and_the_image():
 
 def fake_steps(*specs):
     """Steps that run plain Python (argv also for the dry run)."""
-    return lambda work, airbench, dry_run=False: [
+    return lambda work, airbench, dry_run=False, **scripts: [
         gpu_suite.Step(name, [sys.executable, "-c", code], tiny=[sys.executable, "-c", code], timeout_s=timeout,
                        tiny_timeout_s=timeout, daybreak_cli=False) for name, code, timeout in specs]
 
@@ -290,6 +368,106 @@ def test_the_suite_dry_run_resolves_its_steps_on_the_cpu(stand_in, tmp_path):
     assert gpu_suite.main(["--dry-run", "--steps", "digits,nope", "--results", str(tmp_path / "x")]) == 2
 
 
+def test_steps_and_step_sets_are_chosen_in_the_order_given(tmp_path):
+    every = gpu_suite.steps(tmp_path, tmp_path / "a.py", airbench_muon=tmp_path / "m.py")
+    names = [s.name for s in gpu_suite.chosen(every, "diagnose")]
+    assert names == list(gpu_suite.STEP_SETS["diagnose"]) and names[:3] == ["loss_overflow", "cifar10_muon",
+                                                                             "airbench_muon_loss"]
+    assert [s.name for s in gpu_suite.chosen(every, "peak,digits,peak")] == ["peak", "digits"]
+    with pytest.raises(gpu_suite.SuiteError, match="no step or step set named nope.*the sets: diagnose"):
+        gpu_suite.chosen(every, "diagnose,nope")
+    for step in every:  # every step of the set resolves: daybreak's parser, or a benchmark script that exists
+        if step.daybreak_cli:
+            assert gpu_suite.parse_only(step.argv) is None, step.name
+        else:
+            assert Path(step.argv[1]).exists(), step.name
+    bert = next(s for s in every if s.name == "throughput_bert_base").argv
+    assert bert[bert.index("--batch-sizes") + 1] == "128,256"  # not launch-bound (32 was, on the H200)
+    compiled = next(s for s in every if s.name == "throughput_resnet50_compiled").argv
+    assert compiled[compiled.index("--compile") + 1] == "on" and "--frameworks" not in compiled
+    missing = {s.name: s.missing for s in gpu_suite.steps(tmp_path, None)}
+    assert missing["parity"] and missing["profile_airbench"] and "--airbench-muon" in missing["airbench_muon_loss"]
+    assert missing["loss_overflow"] is None and missing["profile_daybreak"] is None
+
+
+def test_the_loss_overflow_script_shows_the_fp16_sum_overflow_and_the_recipes_finite_loss(tmp_path, capsys):
+    import loss_overflow
+
+    assert loss_overflow.main(["--device", "cpu", "--out", str(tmp_path / "o.json")]) == 0
+    s = json.loads((tmp_path / "o.json").read_text())
+    assert s["overflows"] == [3.4, 3.7136] and s["recipe_loss_finite"]
+    for row, f32 in zip(s["rows"], (1749.28, 1733.79)):  # the issue's figures for torch 2.13 on a CPU
+        assert row["fp16_sum"] == float("inf") and row["fp16_gradient_finite"]
+        assert row["float32"] == pytest.approx(f32, abs=0.01) and row["cifar10_muon_loss_fn"] == pytest.approx(
+            row["float32"], rel=1e-4)
+    assert "the fp16 sum overflows at gaps [3.4, 3.7136]" in capsys.readouterr().out
+
+
+def test_the_boundary_script_measures_a_real_recorders_boundary(tmp_path):
+    import phase_boundary
+
+    s = phase_boundary.measure(torch.device("cpu"), boundaries=5, repeats=2)
+    assert s["boundaries"] == 5 and s["repeats"] == 2 and s["claim_ms"] == 0.5
+    assert 0 < s["inside_train_interval_ms"] <= s["daybreak_ms"] and s["bare_ms"] > 0  # (no timed claim)
+    assert s["extra_ms"] == pytest.approx(s["daybreak_ms"] - s["bare_ms"]) and len(s["load_avg_before"]) == 3
+    assert "inside the train interval" in phase_boundary.report(s)
+
+
+def test_the_step_profile_figures_from_profiler_events():
+    from types import SimpleNamespace
+
+    import step_profile
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    ev = lambda name, start, end, device=cpu: SimpleNamespace(  # noqa: E731
+        name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end))
+    window = SimpleNamespace(steps=2, skip=3, marks=6, times=[1.0, 1.010, 1.030], events=[
+        ev("gemm", 0, 400, cuda), ev("relu", 600, 700, cuda), ev("gemm", 1000, 1400, cuda),
+        ev("cudaLaunchKernel", 0, 5), ev("cudaLaunchKernel", 10, 15), ev("cudaLaunchKernel", 20, 25),
+        ev("aten::_local_scalar_dense", 30, 40), ev("cudaStreamSynchronize", 40, 900)])
+    f = step_profile.figures(window, torch.device("cpu"))
+    assert f["wall_ms_per_step"] == pytest.approx(15.0) and f["device_ms_per_step"] == pytest.approx(0.45)
+    assert f["device_span_ms_per_step"] == pytest.approx(0.7) and f["device_busy"] == pytest.approx(900 / 1400)
+    assert f["kernel_launches_per_step"] == 1.5 and f["host_syncs_per_step"] == {
+        "cudaStreamSynchronize": 0.5, "aten::_local_scalar_dense": 0.5} and f["host_syncs_per_step_total"] == 1.0
+    assert list(f["top_kernels_ms_per_step"]) == ["gemm", "relu"] and f["top_kernels_ms_per_step"]["gemm"] == 0.4
+    with pytest.raises(Exception, match="fewer than --skip 3"):
+        step_profile.figures(SimpleNamespace(steps=2, skip=3, marks=4, times=[], events=None), torch.device("cpu"))
+
+
+def test_the_diagnose_steps_run_at_a_tiny_size_on_the_cpu(stand_in, tmp_path):
+    muon = tmp_path / "airbench94_muon.py"
+    muon.write_text(MUON_STAND_IN)
+    results = tmp_path / "results"
+    code = gpu_suite.main(["--dry-run", "--results", str(results), "--airbench", str(stand_in), "--airbench-muon",
+                           str(muon), "--keep", str(tmp_path / "work"),
+                           "--steps", "loss_overflow,airbench_muon_loss,boundary,parity"])
+    assert code == 0
+    s = json.loads(next(results.glob("*-dry-run.json")).read_text())
+    assert {k: v["status"] for k, v in s["steps"].items()} == dict.fromkeys(
+        ["loss_overflow", "airbench_muon_loss", "boundary", "parity"], "ok")
+    f = s["steps"]
+    assert f["loss_overflow"]["figures"]["overflows"] and f["boundary"]["figures"]["claim_ms"] == 0.5
+    assert "--dry-run" in f["parity"]["command"] and "--pairs 5" in f["parity"]["command"]
+    md = next(results.glob("*-dry-run.md")).read_text()
+    assert "gap 3.71: fp16 sum inf" in md and "inside the train interval" in md
+
+
+def test_a_window_of_airbenchs_steps_is_profiled(cifar, stand_in, tmp_path, capsys):
+    import step_profile
+
+    out = tmp_path / "profile.json"
+    assert step_profile.main(["--side", "airbench", "--airbench", str(stand_in), "--data-dir", str(cifar), "--device",
+                              "cpu", "--skip", "1", "--steps", "2", "--out", str(out)]) == 0
+    f = json.loads(out.read_text())
+    assert (f["side"], f["script_kind"], f["steps"], f["skipped"]) == ("airbench", "airbench94", 2, 1)
+    assert f["wall_ms_per_step"] > 0 and f["device_ms_per_step"] is None  # a CPU: no device kernels
+    assert "steps 2-3" in capsys.readouterr().out
+    assert step_profile.main(["--side", "airbench", "--airbench", str(stand_in), "--data-dir", str(cifar), "--device",
+                              "cpu", "--skip", "10", "--steps", "2"]) == 2  # the stand-in makes 4 steps
+    assert "fewer than --skip 10" in capsys.readouterr().err
+
+
 # --- the rehearsal: the lent machine's conditions on this CPU ---------------------------------------------------
 
 def image_venv(folder: Path) -> Path:
@@ -348,12 +526,31 @@ def test_rehearsal_prepare_then_offline_in_a_network_namespace_with_the_images_p
     s = json.loads(summary.read_text())
     assert s["offline"] and "pydantic" in s["installed"] and "(installed)" in s["installed"]
     statuses = {k: v["status"] for k, v in s["steps"].items()}
+    needs_airbench = {"parity", "airbench_muon_loss", "profile_airbench"}
     assert set(statuses) == {"digits", "mnist", "cifar10", "cifar10_muon", "peak", "throughput_resnet50",
-                             "throughput_bert_base", "infer", "digits_compile", "throughput_jax_resnet50", "parity"}
-    assert all(v in ("ok", "parsed") for k, v in statuses.items() if k != "parity"), statuses
-    assert statuses["parity"] == "skipped" and {k for k, v in statuses.items() if v == "ok"} >= {
-        "digits", "mnist", "cifar10", "peak", "infer"}
+                             "throughput_bert_base", "throughput_resnet50_compiled", "infer", "digits_compile",
+                             "throughput_jax_resnet50", *gpu_suite.STEP_SETS["diagnose"]}
+    assert all(v in ("ok", "parsed") for k, v in statuses.items() if k not in needs_airbench), statuses
+    assert {statuses[k] for k in needs_airbench} == {"skipped"} and {k for k, v in statuses.items() if v == "ok"} >= {
+        "digits", "mnist", "cifar10", "cifar10_muon", "peak", "infer", "loss_overflow", "boundary",
+        "profile_daybreak"}
     assert s["env"]["torch"].startswith(__import__("torch").__version__.split("+")[0])
+
+    # the one GPU call of issue 37, offline, with stand-ins for the airbench scripts the lent machine will have
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "airbench94.py").write_text(STAND_IN)
+    (scripts / "airbench94_muon.py").write_text(MUON_STAND_IN)
+    diagnose = tmp_path / "diagnose"
+    proc = subprocess.run(offline_suite(python, wheels, diagnose, "--steps", "diagnose", "--airbench",
+                                        str(scripts / "airbench94.py"), "--airbench-muon",
+                                        str(scripts / "airbench94_muon.py")),
+                          capture_output=True, text=True, timeout=1200, cwd=REPO,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    d = json.loads(next(diagnose.glob("*-dry-run.json")).read_text())
+    assert list(d["steps"]) == list(gpu_suite.STEP_SETS["diagnose"])
+    assert all(v["status"] in ("ok", "parsed") for v in d["steps"].values()), d["steps"]
 
     # SIGKILL in the middle: every finished step is in the summary, the running one is named
     killed = tmp_path / "killed"

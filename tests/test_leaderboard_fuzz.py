@@ -221,6 +221,7 @@ RUN_KINDS = {
     "history.*.energy_j": "object", "history.*.energy_j.*": "nonneg?", "history.*.accuracy": "fraction",
     "history.*.top1": "fraction?", "history.*.top5": "fraction?", "history.*.metrics": "object",
     "history.*.metrics.*": "number", "history.*.train_loss": "number?", "history.*.eval_s": "nonneg",
+    "non_finite_loss": "list",  # a run whose loss was never non-finite (issue 37's verdict) has none
     "cost_per_hour": "price?", "instance": "text?", "price_date": "date?", "cost_usd": "nonneg?",
     "clock": "section", "clock.starts": "text", "clock.init_excluded": "bool", "clock.eval_included": "bool",
     "clock.checkpoint_included": "bool", "clock.stops": "text", "clock.device_synchronized": "bool",

@@ -158,9 +158,108 @@ def test_nan_loss_ends_run_as_diverged(tmp_path, capsys):
     err = capsys.readouterr().err
     assert single_line(err) and "diverged" in err
     r = RunResult.load(tmp_path / "r")
-    assert r.status == "diverged" and "NaN" in r.message
+    (seen,) = r.non_finite_loss
+    assert r.status == "diverged" and seen.diverged and not seen.weights_finite and seen.loss in ("nan", "inf")
+    assert r.message == f"training diverged: {seen.summary}" and seen.summary in err
+    assert seen.summary.startswith(f"loss {seen.loss} by step {seen.step}, weights non-finite")
     lines, errors = mlp_parser.parse_file(str(tmp_path / "r" / "mllog.log"))
     assert errors == [] and lines[-1].key == "run_stop" and lines[-1].value["metadata"]["status"] == "aborted"
+
+
+# A user's recipe whose network hands out fp16 logits and sums its label-smoothed loss in fp16, as airbench does:
+# at batch 512 with logit gaps of tens the smoothing term passes 65,504 and the loss value is inf, while the
+# gradient (softmax - target, per example) stays finite and small. The weights move slowly (lr 1e-4): they stay
+# finite, so the run must go on, not stop "diverged".
+FP16_SUM_RECIPE = """
+import torch
+import torch.nn.functional as F
+from daybreak.recipes import RECIPES, Recipe, TrainSetup
+
+HYPERPARAMETERS = dict(batch_size=512, epochs=2, lr=1e-4, logit_scale=40.0)
+
+
+class Half(torch.nn.Module):
+    def __init__(self, classes, scale):
+        super().__init__()
+        self.lin, self.scale = torch.nn.Linear(64, classes), scale
+
+    def forward(self, x):
+        return (self.lin(x.flatten(1)) * self.scale).half()  # fp16 logits, like airbench's fp16 network's
+
+
+def build(hp, data, device):
+    torch.manual_seed(0)
+    model = Half(data.num_classes, hp["logit_scale"]).to(device)
+    return TrainSetup(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=hp["lr"]),
+                      lr_multiplier=lambda step, total: 1.0,
+                      loss_fn=lambda logits, y: F.cross_entropy(logits, y, label_smoothing=0.2, reduction="sum"),
+                      prepare=lambda x: x.float() / 16.0)
+
+
+RECIPES.add("fp16_sum", Recipe(name="fp16_sum", task="digits", model="digits_cnn", summary="test: fp16 summed loss",
+                               defaults=HYPERPARAMETERS, build=build))
+"""
+
+
+def test_an_inf_loss_with_finite_weights_is_recorded_not_called_diverged(tmp_path, capsys):
+    recipe = tmp_path / "fp16_sum.py"
+    recipe.write_text(FP16_SUM_RECIPE)
+    code = main(["run", "digits", "--recipe", str(recipe), "--target", "0.999", "--full-schedule",
+                 "--out", str(tmp_path / "r")])
+    out, err = capsys.readouterr()
+    r = RunResult.load(tmp_path / "r")
+    assert code == 3 and r.status == "not_reached" and len(r.history) == 2  # trained both epochs
+    assert len(r.non_finite_loss) == 2 and all(h.train_loss is None for h in r.history)
+    seen = r.non_finite_loss[0]
+    assert (seen.loss, seen.weights_finite, seen.gradients_finite, seen.optimizer_state_finite, seen.diverged) == (
+        "inf", True, True, True, False)
+    assert seen.step == r.steps_per_epoch and seen.steps_summed == r.steps_per_epoch
+    assert seen.float32_loss_finite and 0 < seen.float32_loss < math.inf  # float32 holds what fp16 cannot
+    assert seen.summary == f"loss inf by step {seen.step}, weights finite, float32 loss {seen.float32_loss:.6g}"
+    (warning,) = [w for w in r.warnings if seen.summary in w]
+    assert "the training state was" in warning and "cross_entropy_float32" in warning
+    assert f"WARNING          {warning}" in out and single_line(err) and "below the target" in err
+
+
+def _state(weight=1.0, grad=0.1, momentum=0.0):
+    from daybreak.recipes import TrainSetup
+
+    model = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        model.weight.fill_(weight)
+    model.weight.grad = torch.full_like(model.weight, grad)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt.state[model.weight]["momentum_buffer"] = torch.full_like(model.weight, momentum)
+    return TrainSetup(model=model, optimizer=opt, lr_multiplier=lambda s, t: 1.0, prepare=lambda x: x,
+                      loss_fn=lambda logits, y: torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
+
+
+@pytest.mark.parametrize("setup, loss, scaler, batch_scale, diverged, summary", [
+    (dict(), math.inf, False, 1.0, False, "loss inf at step 4, weights finite, float32 loss "),
+    (dict(), math.nan, False, 1.0, False, "loss nan at step 4, weights finite, float32 loss "),
+    (dict(weight=math.nan), math.nan, False, 1.0, True, "loss nan at step 4, weights non-finite, float32 loss nan too"),
+    (dict(grad=math.inf), math.inf, False, 1.0, True, "loss inf at step 4, weights finite, gradients non-finite, "),
+    (dict(grad=math.inf), math.inf, True, 1.0, False,
+     "loss inf at step 4, weights finite, gradients non-finite (the loss scaler skips such steps), float32 loss "),
+    (dict(momentum=math.nan), math.nan, False, 1.0, True, "loss nan at step 4, weights finite, optimizer state "),
+    (dict(), math.inf, False, math.inf, True, "loss inf at step 4, weights finite, float32 loss nan too"),
+])
+def test_the_verdict_on_a_non_finite_loss_says_what_was_non_finite(setup, loss, scaler, batch_scale, diverged,
+                                                                   summary):
+    from contextlib import nullcontext
+
+    from daybreak.train.divergence import inspect
+
+    state = _state(**setup)
+    batch = (torch.ones(5, 2) * batch_scale, torch.arange(5) % 3)
+    seen = inspect(loss, 4, 1, state, scaler_skips=scaler, batch=batch, autocast=nullcontext())
+    assert seen.diverged is diverged and seen.summary.startswith(summary), seen.summary
+    assert seen.loss == ("nan" if math.isnan(loss) else "inf")
+    if not diverged:
+        with torch.no_grad():
+            assert seen.float32_loss == pytest.approx(float(state.loss_fn(state.model(batch[0]), batch[1])))
+    assert inspect(loss, 12, 3, state, scaler_skips=scaler, batch=None, autocast=nullcontext()).summary.startswith(
+        summary.split(", float32")[0].rstrip(", ").replace("at step 4", "by step 12"))
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -268,3 +367,50 @@ def test_cost_line_says_why_there_is_no_cost(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "cost to target   - (the target was not reached; price $" in out and "gcp-e2-standard-2" in out
     assert "pass --cost-per-hour" not in out
+
+
+def test_nothing_is_read_or_written_inside_a_train_interval(fake_rapl, tmp_path, monkeypatch):
+    # issue 37: each train interval opened with an energy read and an mllog line, and two more lines (epoch_stop,
+    # epoch_start) fell inside it. Now the read precedes the interval's timestamp and the lines are written after it
+    # ends, each with the instant it was called at.
+    import time
+
+    import daybreak.train.runner as runner_module
+    from daybreak.measure.energy import EnergyMeter
+    from daybreak.records.mllog import RunMllog
+    from daybreak.train.clock import Timeline
+
+    timelines, events = [], []
+
+    class Recorded(Timeline):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            timelines.append(self)
+
+    def spy(name, original):
+        def wrapper(self, *args, **kwargs):
+            events.append((name, args[0] if args and name != "read" else name, time.perf_counter_ns()))
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(runner_module, "Timeline", Recorded)
+    monkeypatch.setattr(EnergyMeter, "read", spy("read", EnergyMeter.read))
+    for method in ("start", "end", "event"):
+        monkeypatch.setattr(RunMllog, method, spy(method, getattr(RunMllog, method)))
+    r = run(RunConfig(out=tmp_path / "r", quiet=True, overrides={"epochs": 3}, full_schedule=True,
+                      idle_power_s=0))
+    (timeline,) = timelines
+    train = [(p.start_s, p.end_s) for p in r.phases if p.phase == "train"]
+    assert len(train) == 3 and r.energy.available
+    at = [(name, key, (ns - timeline.origin_ns) / 1e9) for name, key, ns in events]
+    inside = [(name, key) for name, key, t in at if any(a < t < b for a, b in train)]
+    assert inside == []
+    assert sum(1 for name, key, t in at if name == "read") >= 2 * len(train)  # a read at every boundary still
+    text = (tmp_path / "r" / "mllog.log").read_text()
+    lines, errors = mlp_parser.parse_file(str(tmp_path / "r" / "mllog.log"))
+    assert errors == [] and [ll.key for ll in lines].count("epoch_start") == 3
+    starts = [ll.timestamp for ll in lines if ll.key == "epoch_start"]  # the instants they were called at: inside
+    origin_ms = timeline.epoch_ms(0.0)
+    assert all(any(a <= (s - origin_ms) / 1e3 + 1e-6 and (s - origin_ms) / 1e3 <= b + 1e-6 for a, b in train)
+               for s in starts), (starts, train)
+    assert text.count("power_reading") >= 2 * len(train)

@@ -20,7 +20,8 @@ airbench), alternating flips, reflect-padded +-2 px translation, level-2 TTA. Ea
 - ``tta`` / ``tta_translate``: airbench's test-time augmentation levels. ``tta`` alone is level 1 (image and
   mirror), both are level 2 (plus two 1-pixel shifts, weights in ``tta_predict``), neither is level 0.
 - ``fp16``: airbench's fp16 network with float32 BN on CUDA (no autocast, no loss scaling: the summed loss keeps
-  fp16 gradients in range); off, or on a CPU, the network is float32 and the runner's ``--amp`` applies.
+  fp16 gradients in range); off, or on a CPU, the network is float32 and the runner's ``--amp`` applies. The loss
+  itself is computed on float32 logits either way (``summed_loss``): airbench's fp16 sum can overflow to inf.
 - ``augment`` (flips and shifts at all), ``whitening`` (the frozen data-derived first layer), ``label_smoothing_on``,
   ``channels_last`` and ``cudnn_benchmark`` (cuDNN picks its fastest convolutions; speed only).
 
@@ -43,15 +44,14 @@ import math
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
 from daybreak.data.base import TaskData
 from daybreak.models import create_model
 from daybreak.errors import ConfigError
 from daybreak.models.resnet_cifar import AirbenchNet, half_with_float_norms
 from daybreak.recipes import BELOW_ONE, COUNT, FRACTION, POSITIVE, RECIPES, Recipe, TrainSetup
-from daybreak.recipes.common import (AlternatingFlip, FreezeAfterEpochs, Lookahead, _distributed, random_flip,
-                                     random_translate_reflect, tta_predict)
+from daybreak.recipes.common import (AlternatingFlip, FreezeAfterEpochs, Lookahead, _distributed,
+                                     cross_entropy_float32, random_flip, random_translate_reflect, tta_predict)
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)  # per-channel mean of the 50,000 training images (after /255)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)   # and their per-channel standard deviation
@@ -142,13 +142,15 @@ def world_size() -> int:
 
 
 def summed_loss(smoothing: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """airbench's loss: label-smoothed cross-entropy summed over the batch (its lr is per 1024 examples). Under DDP,
-    which averages the ranks' gradients, each rank's sum is scaled by the world size: the sum over the global
-    batch, as on one device."""
+    """airbench's loss: label-smoothed cross-entropy summed over the batch (its lr is per 1024 examples), computed
+    on float32 logits (``cross_entropy_float32``): summed in fp16, as airbench does, the loss value of a batch of
+    2000 overflows to inf near the smoothing optimum (cifar10_muon on an H200; airbench never reads it, daybreak
+    does). Under DDP, which averages the ranks' gradients, each rank's sum is scaled by the world size: the sum
+    over the global batch, as on one device."""
     scale = float(world_size())
 
     def loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        total = F.cross_entropy(logits, y, label_smoothing=smoothing, reduction="sum")
+        total = cross_entropy_float32(logits, y, label_smoothing=smoothing, reduction="sum")
         return total * scale if scale != 1.0 else total
 
     return loss

@@ -10,7 +10,8 @@ changes, each as airbench94_muon has it:
 - the rest takes Nesterov SGD (momentum 0.85) in three groups: the whitening bias at 0.053 decaying linearly to 0
   over its 3 epochs of training (then frozen), the BN shifts at 0.053 and the head at 0.67, both decaying linearly
   to 0 over the run; weight decay 2e-6 per example of the batch (0.004 at 2000), coupled to each group's lr;
-- batch 2000, 8 epochs (200 steps), no warm-up, no lookahead, the summed label-smoothed (0.2) loss;
+- batch 2000, 8 epochs (200 steps), no warm-up, no lookahead, the summed label-smoothed (0.2) loss (summed in
+  float32: in fp16, as airbench sums it, its value overflows to inf at batch 2000; airbench never reads it);
 - the head's output divided by its 256 inputs (no 1/9 scale), its weights rescaled to unit standard deviation.
 
 Switches (``daybreak lesion cifar10_muon --without muon,...``): ``muon`` (off: the filters take airbench94's

@@ -28,6 +28,22 @@ def constant(step: int, total_steps: int) -> float:
     return 1.0
 
 
+def cross_entropy_float32(logits: torch.Tensor, labels: torch.Tensor, *, label_smoothing: float = 0.0,
+                          reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy computed on float32 logits, whatever dtype the network hands out: the loss of a recipe whose
+    network runs in fp16 or bf16 itself (no autocast, which would run the loss in float32 on its own).
+
+    PyTorch computes ``F.cross_entropy`` in the logits' dtype, sums included: with label smoothing its smoothing
+    term sums the log-probabilities over the classes and, with ``reduction="sum"``, over the batch, before scaling
+    by ``smoothing / classes``. At airbench's optimum (smoothing 0.2, a logit gap of ln(0.82 / 0.02) = 3.71) each
+    example adds 35.4 to that sum, so a batch of 2000 reaches 70,800 > 65,504, fp16's largest value: the loss
+    *value* is ``inf`` although its gradient (which does not use the forward value) is finite and exact.
+    Upcasting [batch, classes] logits costs one small copy; the gradient flows back into the network's dtype.
+    User recipes with a half-precision network should compute their loss through this."""
+    return torch.nn.functional.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing,
+                                             reduction=reduction)
+
+
 def random_translate(x: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
     """Shift each image by up to ``pad`` pixels (zero fill), one random offset per image, on the device."""
     n, _, h, w = x.shape
@@ -67,7 +83,7 @@ def nesterov_translate_setup(model: torch.nn.Module, hp: dict[str, Any], *,
         model=model,
         optimizer=optimizer,
         lr_multiplier=triangular(hp["peak_at"]),
-        loss_fn=lambda logits, y: torch.nn.functional.cross_entropy(logits, y, label_smoothing=hp["label_smoothing"]),
+        loss_fn=lambda logits, y: cross_entropy_float32(logits, y, label_smoothing=hp["label_smoothing"]),
         prepare=prepare,
         augment=augment if hp["augment"] else None,
     )

@@ -35,6 +35,7 @@ EXIT_CODES = {"reached": EXIT_REACHED, "not_reached": EXIT_NOT_REACHED, "diverge
               "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 RESULT_FILE = "result.json"
+NON_FINITE_KEPT = 20  # non-finite loss readings a record keeps (the first ones)
 # The recipe of a `daybreak time` record: an external program timed from its MLPerf log, not a daybreak recipe
 EXTERNAL_RECIPE = "external"
 # Why such a record has no energy: daybreak time reads no counters (the program measures, or not, on its own)
@@ -143,6 +144,25 @@ class PerformanceSettings(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class NonFiniteLoss(BaseModel):
+    """A training loss sum that was not a finite number, and the training state when it was read
+    (daybreak.train.divergence). ``diverged`` is the verdict: the state (weights, optimizer state, gradients the loss
+    scaler does not skip) or the loss recomputed on float32 logits was non-finite too; otherwise only the loss
+    value was (e.g. a loss summed in fp16 overflowed) and the run went on."""
+
+    step: Count  # optimizer steps done when the sum was read
+    steps_summed: Count = 1  # steps the sum covered (the non-finite one is among them)
+    loss: Literal["inf", "-inf", "nan"]
+    weights_finite: bool  # the model's parameters and floating buffers
+    optimizer_state_finite: bool = True  # momentum buffers and the like
+    gradients_finite: bool | None = None  # the last step's gradients; None: none held
+    scaler_skips_nonfinite: bool = False  # an fp16 loss scaler was on: it skips steps with non-finite gradients
+    float32_loss: float | None = None  # the last batch's loss on float32 logits with the current weights, if finite
+    float32_loss_finite: bool | None = None  # None: not recomputed
+    diverged: bool
+    summary: str  # one line: "loss inf at step 4, weights finite, float32 loss 1734"
+
+
 class ClockRules(BaseModel):
     starts: str = "when the training loop first touches training data (after dataset load, model build, warm-up)"
     init_excluded: bool = True  # dataset load, model construction, compile/warm-up: recorded as init_s
@@ -239,6 +259,8 @@ class RunResult(Record):
     eval_s: Seconds = 0.0  # total evaluation time
     total_s: Seconds | None = None  # wall time of the whole command, init included
     history: list[EpochRecord] = Field(default_factory=list)
+    # each non-finite loss sum read (at most NON_FINITE_KEPT), diverged or not: what was non-finite
+    non_finite_loss: list[NonFiniteLoss] = Field(default_factory=list)
 
     cost_per_hour: NonNegative | None = None
     instance: str | None = None

@@ -30,7 +30,11 @@ class Timeline:
         self._unix_origin_ns = time.time_ns() - (time.perf_counter_ns() - origin_ns)
         self.intervals: list[Interval] = []
         self._open: dict[str, float] = {}
-        # callables(t_s), run at every phase boundary right after the clock read
+        # callables(), run at the start of a phase after the device synchronize and before the clock read: work that
+        # belongs to the boundary (an energy counter read) stays off the phase that starts
+        self.before_begin: list[Callable[[], object]] = []
+        # callables(t_s), run at every phase boundary right after the clock read (at an end: off the phase that
+        # ended; at a start: keep them cheap, they are on the phase that starts)
         self.on_boundary: list[Callable[[float], object]] = []
 
     def now_s(self, sync: bool = True) -> float:
@@ -43,7 +47,10 @@ class Timeline:
         return round((self._unix_origin_ns + t_s * 1e9) / 1e6, 3)
 
     def begin(self, phase: str) -> float:
-        t = self.now_s()
+        synchronize(self.device)
+        for ahead in self.before_begin:
+            ahead()
+        t = self.now_s(sync=False)  # (synchronized above; the hooks queue no device work)
         self._open[phase] = t
         for hook in self.on_boundary:
             hook(t)

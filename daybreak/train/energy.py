@@ -28,6 +28,7 @@ class RunEnergy:
         self.available = self.meter.available
         self._last_power: tuple[float, float | None] | None = None  # (t, joules) of the last power reading
         self.power_log: Callable[[float, float], None] | None = None  # (t_s, watts) -> mllog power_reading
+        self._ahead: EnergySnapshot | None = None  # read by read_ahead, for the next on_boundary
 
     def unavailable(self) -> dict[str, str]:
         return dict(self.meter.missing)
@@ -39,10 +40,18 @@ class RunEnergy:
         sample = sample_idle_power(seconds, meter=self.meter)
         return sample.total_w, seconds
 
+    def read_ahead(self) -> None:
+        """Read the counters now for the boundary about to be timestamped (Timeline.before_begin): the read is then
+        off the phase that starts. The snapshot takes the boundary's instant in ``on_boundary``; the joules between
+        the read and that instant (the clock read only, microseconds) count toward the phase that starts."""
+        if self.available:
+            self._ahead = self.meter.read()
+
     def on_boundary(self, t_s: float) -> None:
         if not self.available:
             return
-        snap = self.meter.read(t_s)
+        ahead, self._ahead = self._ahead, None
+        snap = ahead.model_copy(update={"t_s": t_s}) if ahead is not None else self.meter.read(t_s)
         self.snapshots.append(snap)
         if self.power_log is not None:
             total = _total(snap)

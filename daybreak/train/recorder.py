@@ -24,7 +24,8 @@ from daybreak.metrics import get_metric
 from daybreak.pricing import cost_usd
 from daybreak.records.dawnbench import write_dawnbench
 from daybreak.records.mllog import MLLOG_FILE, C, RunMllog
-from daybreak.records.run import ClockFigure, EpochRecord, PhaseInterval, RunResult, RunStatus
+from daybreak.records.run import (NON_FINITE_KEPT, ClockFigure, EpochRecord, NonFiniteLoss, PhaseInterval,
+                                  RunResult, RunStatus)
 from daybreak.rules import RULE_SETS, read_all
 from daybreak.train.clock import Timeline
 
@@ -71,6 +72,9 @@ class RunRecorder:
         self._finished = False
         self._target_at_s: float | None = None  # timeline instant the target was reached (end of that eval)
         self._division_written = False
+        self._non_finite_warned = False  # a non-finite loss that did not end the run is a warning once
+        # mllog lines held while a train interval is open: (method, key, value, metadata, time_ms)
+        self._deferred: list[tuple[str, str, Any, dict[str, Any] | None, float | None]] | None = None
         self._init_started = False  # init_start was logged before the data (MLPerf's order)
         self._init_pending = False  # ... at the start of the next phase
         self.energy = energy  # daybreak.train.energy.RunEnergy, or None
@@ -134,6 +138,7 @@ class RunRecorder:
             self.mllog.end("record", time_ms=self.timeline.epoch_ms(t1))
 
     def close(self) -> None:
+        self._write_deferred()
         self.mllog.close()
 
     def _write_header(self) -> None:
@@ -187,8 +192,8 @@ class RunRecorder:
         self.mllog.start("data_load", time_ms=ms)
         if self.energy is not None and self.energy.available:  # MLPerf's power keys: mean watts per interval
             self.mllog.start(C.POWER_MEASUREMENT_START, time_ms=ms)
-            self.energy.power_log = lambda t_s, watts: self.mllog.event(
-                C.POWER_READING, round(watts, 6), time_ms=self.timeline.epoch_ms(t_s))
+            self.energy.power_log = lambda t_s, watts: self._line(
+                "event", C.POWER_READING, round(watts, 6), time_ms=self.timeline.epoch_ms(t_s))
             self.energy._last_power = None
             self.energy.on_boundary(t)
 
@@ -236,19 +241,39 @@ class RunRecorder:
 
     def epoch_start(self, epoch: int) -> None:
         self._open_epoch = epoch
-        self.mllog.start(C.EPOCH_START, metadata={C.EPOCH_NUM: epoch},
-                         time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
+        self._line("start", C.EPOCH_START, metadata={C.EPOCH_NUM: epoch},
+                   time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
 
     def epoch_stop(self, epoch: int) -> None:
         self._open_epoch = None
-        self.mllog.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch},
-                       time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
+        self._line("end", C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch},
+                   time_ms=self.timeline.epoch_ms(self.timeline.now_s(sync=False)))
+
+    # --- the train interval: nothing written on it --------------------------------------------------------------
+    # The mllog lines that fall inside a train interval (epoch_start / epoch_stop, and the power reading at its
+    # start) keep the instant they were called at, but are formatted and written after the interval ends
+    # (``train_pause``), so that the interval holds training only; a SIGKILL loses at most those lines.
+    def _line(self, kind: str, key: str, value: Any = None, *, metadata: dict[str, Any] | None = None,
+              time_ms: float | None = None) -> None:
+        if self._deferred is not None:
+            self._deferred.append((kind, key, value, metadata, time_ms))
+        else:
+            getattr(self.mllog, kind)(key, value, metadata=metadata, time_ms=time_ms)
+
+    def _write_deferred(self) -> None:
+        lines, self._deferred = self._deferred, None
+        for kind, key, value, metadata, time_ms in lines or ():
+            getattr(self.mllog, kind)(key, value, metadata=metadata, time_ms=time_ms)
 
     def train_start(self) -> None:
+        if self._deferred is None:
+            self._deferred = []  # before the boundary: its power reading is held too
         self.timeline.begin("train")
 
     def train_pause(self) -> float:
-        return self.timeline.end("train")
+        t = self.timeline.end("train")
+        self._write_deferred()
+        return t
 
     def eval_start(self, epoch: float) -> float:
         t = self.timeline.begin("eval")
@@ -338,9 +363,25 @@ class RunRecorder:
         torch.save(payload, buf)
         atomic_write_bytes(self.run_dir / CHECKPOINT_FILE, buf.getvalue())
 
-    def diverged(self, step: int) -> None:
+    def non_finite_loss(self, seen: NonFiniteLoss) -> None:
+        """A non-finite loss sum and the verdict on it (daybreak.train.divergence): kept in the record (the first
+        NON_FINITE_KEPT); the first one that did not end the run becomes a warning, so its one line is shown."""
+        r = self.result
+        if len(r.non_finite_loss) < NON_FINITE_KEPT:
+            r.non_finite_loss.append(seen)
+        if seen.diverged:
+            r.message = f"training diverged: {seen.summary}"
+        elif not self._non_finite_warned:
+            self._non_finite_warned = True
+            r.warnings.append(f"{seen.summary}: only the loss value was not finite, the training state was, so "
+                              "training went on (a loss summed in fp16 overflows past 65,504: compute it on float32 "
+                              "logits, daybreak.recipes.common.cross_entropy_float32)")
+
+    def diverged(self) -> None:
+        """End of a run whose training state became non-finite (``non_finite_loss`` said what was seen)."""
         self.result.train_s = self.timeline.total("train")
-        self.result.message = f"training diverged: the loss became NaN/inf by step {step}"
+        if not self.result.message:
+            self.result.message = "training diverged"
         self.result.status = "diverged"
         return None
 
@@ -367,6 +408,7 @@ class RunRecorder:
         r.status = status
         r.message = message
         self.timeline.close_all()
+        self._write_deferred()
         self._write_division()  # a run that failed while loading: the lines held since run_start are written
         r.train_s = self.timeline.total("train")
         r.eval_s = self.timeline.total("eval")

@@ -46,7 +46,7 @@ from daybreak.config import RunConfig
 from daybreak.train.spec import CONFIG_FILE, RunSpec, resolve_run_spec
 from daybreak.train.step import Backend, TrainStep
 from daybreak.train.views import SpecData, TrainingData
-from daybreak.train import warmup
+from daybreak.train import divergence, warmup
 from daybreak.train.warmup import (WARMUP_EVAL_EXAMPLES, WARMUP_PASSES, compile_count, data_warmup, spec_warmup,
                                    spec_warmup_data, warm_up)
 
@@ -115,6 +115,7 @@ def _run(spec: RunSpec, task: Task, recipe: Recipe, backend: Backend, wall_start
     energy = RunEnergy(backend.device, ctx)
     _energy_before(result, energy, spec.idle_power_s)
     timeline = Timeline(backend.device, wall_start_ns)
+    timeline.before_begin.append(energy.read_ahead)
     timeline.on_boundary.append(energy.on_boundary)
     recorder = RunRecorder(out, result, timeline, author=spec.author or "", author_email=spec.author_email,
                            write=ctx.is_main, benchmark=mllog_benchmark(recipe, task, spec.target),
@@ -443,6 +444,16 @@ def _train(spec: RunSpec, hp: dict[str, Any], built: Built, batches: TrainBatche
     def mean_loss_since_last_eval() -> float:  # over all ranks; reads the device (a sync)
         return ctx.all_reduce_sum(loss_sum.clone()).item() / (max(loss_count, 1) * ctx.world_size)
 
+    last_batch: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def diverged_on(mean_loss: float) -> bool:
+        """A non-finite loss sum: is the training state non-finite too (daybreak.train.divergence)? Recorded
+        either way; the train interval is closed while it looks."""
+        verdict = divergence.inspect(mean_loss, step, loss_count, setup, scaler_skips=step_fn.scaler.is_enabled(),
+                                     batch=last_batch, autocast=backend.autocast(), ctx=ctx)
+        recorder.non_finite_loss(verdict)
+        return verdict.diverged
+
     progress = recorder.progress(total_steps, enabled=not spec.quiet)
     recorder.result.performance.host_sync = (
         f"every {progress.every} steps (the progress bar shows the loss) and at each evaluation" if progress.shown
@@ -456,6 +467,7 @@ def _train(spec: RunSpec, hp: dict[str, Any], built: Built, batches: TrainBatche
         for x, y in batches.epoch(epoch):
             _set_lrs(setup, base_lrs, step, total_steps)
             loss = step_fn(x, y)
+            last_batch = (x, y)  # (a reference: for the float32 loss if the sum turns out non-finite)
             step += 1
             if setup.on_step is not None:
                 setup.on_step(step, total_steps)
@@ -470,7 +482,9 @@ def _train(spec: RunSpec, hp: dict[str, Any], built: Built, batches: TrainBatche
                     mean_loss = mean_loss_since_last_eval()
                     if not math.isfinite(mean_loss):
                         recorder.train_pause()
-                        return recorder.diverged(step)
+                        if diverged_on(mean_loss):
+                            return recorder.diverged()
+                        recorder.train_start()
                 progress.update(step, epoch=step / steps_per_epoch, loss=mean_loss,
                                 elapsed_s=recorder.timeline.read(headline))
             end_of_epoch = step % steps_per_epoch == 0
@@ -481,13 +495,13 @@ def _train(spec: RunSpec, hp: dict[str, Any], built: Built, batches: TrainBatche
             # ---- evaluation: its own phase; each rule set decides whether it counts ------------------------
             recorder.train_pause()
             mean_loss = mean_loss_since_last_eval()
-            if not math.isfinite(mean_loss):
-                return recorder.diverged(step)
+            if not math.isfinite(mean_loss) and diverged_on(mean_loss):
+                return recorder.diverged()
             recorder.eval_start(step / steps_per_epoch)
             ctx.broadcast_buffers(setup.model)  # every rank evaluates rank 0's weights
             metrics = evaluator(built.eval_model())
-            record = recorder.evaluated(step / steps_per_epoch, step, metrics, mean_loss,
-                                        setup.evaluated_model())
+            record = recorder.evaluated(step / steps_per_epoch, step, metrics,
+                                        mean_loss if math.isfinite(mean_loss) else None, setup.evaluated_model())
             progress.update(step, epoch=record.epoch, loss=mean_loss, elapsed_s=record.elapsed_s,
                             accuracy=record.accuracy)
             loss_sum.zero_()
