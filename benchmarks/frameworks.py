@@ -83,7 +83,7 @@ def merged_rows(per_round: list[dict[tuple, "ThroughputResult"]]) -> list["Throu
 
 def model_table(model: str, shape: str, threads: int, per_round: list[dict[tuple, "ThroughputResult"]]) -> list[str]:
     """One model's table: a row per configuration, the ratio to PyTorch eager paired by round, and "Fastest" only
-    when no row was measured on a busy machine."""
+    when no row was measured on a busy machine and the fastest row is distinguishable from every other."""
     from daybreak.analysis.paired import paired_ratio
     from daybreak.measure.flops import format_flops
     from daybreak.records.throughput import compiler_name, is_busy, math_text, protocol_text
@@ -135,9 +135,19 @@ def model_table(model: str, shape: str, threads: int, per_round: list[dict[tuple
         best = max(ok, key=lambda r: r.samples_per_s or 0.0)
         share = max((r.context.busy_fraction or 0.0) for r in rows if r.context) if any(r.context for r in rows) \
             else None
-        lines.append(f"Fastest: {best.config.framework} ({compiler_name(best)}, {math_text(best)}), "
-                     f"{best.samples_per_s:.2f} samples/s" + (f"; other processes took at most {share:.0%} of the "
-                                                               "CPUs." if share is not None else "."))
+        others = f"; other processes took at most {share:.0%} of the CPUs." if share is not None else "."
+        # "fastest" is a claim against every other row: each paired by round, each distinguishable at CONFIDENCE
+        tied = [r for r in ok if r is not best and paired_ratio(
+            round_speeds(r.key()), round_speeds(best.key()), confidence=CONFIDENCE, quantity="samples_per_s",
+            lower_is_better=False).verdict == "not distinguishable"]
+        label = f"{best.config.framework} ({compiler_name(best)}, {math_text(best)}), {best.samples_per_s:.2f} samples/s"
+        if tied:
+            names = ", ".join(f"{r.config.framework} ({compiler_name(r)}, {math_text(r)})" for r in tied)
+            lines.append(f"No fastest: the highest median, {label}, is not distinguishable from {names} at "
+                         f"{CONFIDENCE:.0%} over {len(per_round)} rounds{others}")
+        else:
+            lines.append(f"Fastest: {label}, distinguishable from every other row at {CONFIDENCE:.0%} (paired by "
+                         f"round){others}")
     return lines
 
 

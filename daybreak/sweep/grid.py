@@ -210,7 +210,8 @@ def check_frameworks(options: SweepOptions) -> list[str]:
         raise ConfigError(f"--frameworks: give one or more of {', '.join(FRAMEWORKS)}")
     for name in names:
         if name not in ("pytorch", "program"):
-            check_framework(name)
+            if name not in FRAMEWORKS:
+                check_framework(name)  # the one-line error naming the frameworks there are
             if options.model not in REFERENCE_MODELS:
                 raise ConfigError(f"--frameworks {name}: its reference program trains {' and '.join(REFERENCE_MODELS)}"
                                   f", not {options.model} (or time your own program with --program)")
@@ -225,4 +226,6 @@ def check_frameworks(options: SweepOptions) -> list[str]:
         layouts = ", ".join(f"{n} {FRAMEWORKS[n].layout}" for n in fixed)
         raise ConfigError(f"--channels-last is PyTorch's memory format: the reference programs train in one layout "
                           f"each ({layouts}; every row records its layout); leave it out to compare frameworks")
+    for name in fixed:  # last: a mistake in the flags is said whether or not the frameworks are installed
+        check_framework(name)
     return names
