@@ -65,6 +65,8 @@ NOT_RUN = {
     "daybreak throughput --model my_net --program": "a placeholder: your own train.py (tests/"
                                                     "test_throughput_programs.py runs the protocol on a fake program)",
     "mkdocs build --strict": "tests/test_docs.py::test_the_site_builds_strictly runs it (slow), and so does CI",
+    ".venv/bin/mkdocs serve": "a server that runs until it is stopped (`make docs` builds the same site; "
+                              "tests/test_docs.py::test_the_site_builds_strictly builds it)",
     "st --config-file tests/schemathesis.toml": "a served board and its token: tests/test_leaderboard_api.py runs "
                                                 "this very command against one",
 }
