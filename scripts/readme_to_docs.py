@@ -7,8 +7,8 @@ front door. This script checks the move against the README as it was::
     git show a027dd2:README.md > /tmp/old-README.md      # or any README from before the move
     python scripts/readme_to_docs.py --lost /tmp/old-README.md
 
-Every sentence of the old README (every table row, every line of a code block, every list item's sentences, each
-cut at ``.``, ``;``, ``!``, ``?`` and around a parenthesis) must stand somewhere in README.md or docs/**/*.md, as
+Every sentence of the old README (every table row and its cells, every line of a code block, every list item's
+sentences, each cut at ``.``, ``;``, ``!``, ``?`` and around a parenthesis) must stand somewhere in README.md or docs/**/*.md, as
 text: links are read as their text, ``**`` and double quotes are ignored, and whitespace and indentation do not
 count. It prints each one that does not (``LOST:``; a section's title is ``TITLE:``, since a moved section's page
 title may stand for it) and exits 1 if any fragment other than a title is missing. A sentence edited on purpose
@@ -43,12 +43,16 @@ def fragments(text: str) -> tuple[list[str], set[str]]:
     """The text's sentences and table cells (at least 12 characters), and its section titles."""
     lines, titles, fenced = [], set(), False
     for line in text.splitlines():
-        if FENCE.match(line):
+        if FENCE.match(line):  # a fence cuts; each line of a code block is a fragment of its own
             fenced = not fenced
+            lines.append(CUT)
+            continue
         heading = None if fenced else HEADING.match(line)
         if heading:  # a title is a fragment of its own
             titles.add(norm(heading.group(1)))
             lines.append(CUT + heading.group(1) + CUT)
+        elif fenced or line.lstrip().startswith("|"):  # and so is a table's row
+            lines += [CUT, line, CUT]
         else:
             lines.append(line)
     out = []
