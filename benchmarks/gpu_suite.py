@@ -7,7 +7,7 @@
 ``--offline`` uses the machine's ``python3`` (or ``$PYTHON``) and its own torch (recorded; older than 2.1 is one
 line), installs the wheels of ``.gpu/`` it lacks into a temporary folder on ``PYTHONPATH``
 (benchmarks/gpu_wheels.py), and never touches the network. Without ``--offline`` (a GPU machine of your own, with a
-network) the README's set-up (scripts/bootstrap.sh, .venv) comes first.
+network) the set-up of docs/getting-started/index.md (scripts/bootstrap.sh, .venv) comes first.
 
 Steps (all of them by default, in this order), each a fresh process in its own process group with its own time limit (then
 SIGTERM, which a run records as ``interrupted``, and SIGKILL after a grace; every process the step started,

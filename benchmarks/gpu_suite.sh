@@ -8,7 +8,7 @@
 #                                                                 # tree): its own python3 and torch, no network
 #   bash benchmarks/gpu_suite.sh --offline --dry-run --results R  # any CPU: every step at a tiny size
 #   bash benchmarks/gpu_suite.sh [--airbench PATH] ...            # a GPU machine of your own, with a network:
-#                                                                 # the README's set-up (.venv) first
+#                                                                 # `make venv`'s set-up (.venv) first
 #
 # --prepare pins the versions installed in .venv (scripts/bootstrap.sh brings it up to date first; skipped with
 # DAYBREAK_SUITE_NO_BOOTSTRAP=1, PYTHON then names the interpreter whose packages are pinned). --offline runs

@@ -2,7 +2,7 @@
 PostgreSQL, against a board of real size, the page cache on (as `serve` runs) and off (the baseline).
 
     pip install -e '.[loadtest]'                                   # Locust (not a dependency of daybreak itself)
-    python benchmarks/leaderboard_load.py --pg postgresql://USER:PASS@127.0.0.1/DB   # the README's figures
+    python benchmarks/leaderboard_load.py --pg postgresql://USER:PASS@127.0.0.1/DB   # docs/results/leaderboard-load.md
     python benchmarks/leaderboard_load.py --quick                  # a rehearsal: small, SQLite, seconds per point
 
 The board: the 187 real DAWNBench v1 files (118 entries, ``../shared/data/dawnbench-entries`` or

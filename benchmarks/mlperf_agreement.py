@@ -343,7 +343,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--scores", default=DEFAULT_SCORES, help="ROUND:SUBMITTER[/BENCHMARK],... whose folders' scores "
                                                              "are compared ('' for none)")
-    ap.add_argument("--markdown", action="store_true", help="print only the README's tables")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print only the tables (those of docs/results/mlperf-agreement.md)")
     args = ap.parse_args()
     logging.disable(logging.WARNING)  # the summarizer's checker logs each check
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the scratch copies of published logs go on the way out

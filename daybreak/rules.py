@@ -206,7 +206,7 @@ def read_all(timeline: Sequence[Interval], at_s: float, names: Iterable[str] | N
 
 
 def rules_table_markdown() -> str:
-    """The README's table: rule set x phase -> in/out, with sources."""
+    """The table of the clock rules page (docs/concepts/clock-rules.md), its in/out columns: rule set x phase."""
     names = list(RULE_SETS)
     lines = ["| phase | " + " | ".join(RULE_SETS[n].title for n in names) + " |",
              "|---|" + "---|" * len(names)]

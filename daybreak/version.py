@@ -5,4 +5,4 @@ it, and every record carries it (``SystemInfo.daybreak``, ``Record.daybreak_vers
 checkout on its way to that version (the changelog's "Unreleased" section).
 """
 
-__version__ = "0.5.0.dev0"
+__version__ = "0.5.0"

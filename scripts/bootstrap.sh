@@ -19,7 +19,7 @@
 #      lean core: see docs/getting-started/install.md);
 #   4. check that torch imports (and on a machine without an NVIDIA GPU that it is a CPU build).
 #
-# Idempotent: when .venv was set up from the same pyproject.toml, this script and the same choices, it returns
+# Idempotent: when .venv was set up from the same pyproject.toml, version, this script and the same choices, it returns
 # at once (the stamp file .venv/.daybreak-bootstrap). To start over, `rm -rf .venv`.
 # Environment: PYTHON (default python3), DAYBREAK_TORCH, DAYBREAK_TORCH_INDEX.
 set -euo pipefail
@@ -47,7 +47,7 @@ command -v "$PYTHON" >/dev/null 2>&1 \
 KEY="$("$PYTHON" - "$0" "$GPU" "${DAYBREAK_TORCH:-}" "${DAYBREAK_TORCH_INDEX:-}" <<'EOF'
 import hashlib, sys
 h = hashlib.sha256()
-for name in ("pyproject.toml", sys.argv[1]):
+for name in ("pyproject.toml", "daybreak/version.py", sys.argv[1]):  # a new version: the metadata again
     with open(name, "rb") as f:
         h.update(f.read())
 h.update("\0".join(sys.argv[2:]).encode())

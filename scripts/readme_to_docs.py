@@ -1,20 +1,18 @@
-"""The README's sections and their homes in the documentation site, so that moving them is mechanical.
+"""The README's move into the documentation site (0.5.0), checked: nothing of the old README was lost.
 
-Each page of docs/ that a README section moves to names it with a marker line::
+The README was one 2,300-line page until 0.5.0; its 35 sections moved into docs/ (each page marks where a moved
+section starts with ``<!-- from README: TITLE -->``, which tests/doc_pages.py finds), and the README became the
+front door. This script checks the move against the README as it was::
 
-    <!-- readme: Tasks -->          the section "Tasks" with its heading (as a level-2 heading or below)
-    <!-- readme-body: Setup -->     the section's text without its heading (the page's title stands for it)
+    git show a027dd2:README.md > /tmp/old-README.md      # or any README from before the move
+    python scripts/readme_to_docs.py --lost /tmp/old-README.md
 
-Until the move, the site's build (scripts/mkdocs_hooks.py) puts each named section's text, as README.md has it
-now, where its marker stands, so that the site is whole and every section is built strictly already. A section is
-a heading's own text: from the heading to the next heading of any level (headings inside code blocks are not
-headings).
-
-    python scripts/readme_to_docs.py --check   # every README section has exactly one home, every marker a section
-    python scripts/readme_to_docs.py --apply   # the move: each marker replaced by its section's text, for good
-
-After ``--apply`` the README keeps what the front door needs (cut by hand to a few hundred lines), and this script
-and the markers are gone.
+Every sentence of the old README (every table row and its cells, every line of a code block, every list item's
+sentences, each cut at ``.``, ``;``, ``!``, ``?`` and around a parenthesis) must stand somewhere in README.md or docs/**/*.md, as
+text: links are read as their text, ``**`` and double quotes are ignored, and whitespace and indentation do not
+count. It prints each one that does not (``LOST:``; a section's title is ``TITLE:``, since a moved section's page
+title may stand for it) and exits 1 if any fragment other than a title is missing. A sentence edited on purpose
+(a "see below" turned into a link) is listed too: read the list.
 """
 
 from __future__ import annotations
@@ -22,125 +20,77 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
-README = ROOT / "README.md"
-
-MARKER = re.compile(r"^<!-- (readme|readme-body): (.+?) -->[ \t]*$", re.M)
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 FENCE = re.compile(r"^\s*(```|~~~)")
+CUT = "\u0000"
 
 
-@dataclass(frozen=True)
-class Section:
-    level: int  # 1 for '#', 2 for '##', ...
-    title: str
-    body: str  # the text under the heading, up to the next heading
-    line: int  # the heading's line number in the README (1-based)
+def norm(text: str) -> str:
+    """Markdown as the text a reader reads, on one line."""
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link: its text
+    text = re.sub(r"\{\s*[#.][^}]*\}", " ", text)  # attr_list's {#id}
+    for mark in ("**", '"', "\u201c", "\u201d"):
+        text = text.replace(mark, "")
+    text = re.sub(r"^\s*(#{1,6}\s|[-*]\s|\d+\.\s|>\s?)", " ", text, flags=re.M)
+    return " ".join(text.split())
 
 
-def sections(text: str) -> list[Section]:
-    """The README's sections in order; the text before the first heading belongs to none (there is none)."""
-    found: list[tuple[int, str, int]] = []  # level, title, index of the heading line
-    lines = text.splitlines(keepends=True)
-    fenced = False
-    for i, line in enumerate(lines):
-        if FENCE.match(line):
+def fragments(text: str) -> tuple[list[str], set[str]]:
+    """The text's sentences and table cells (at least 12 characters), and its section titles."""
+    lines, titles, fenced = [], set(), False
+    for line in text.splitlines():
+        if FENCE.match(line):  # a fence cuts; each line of a code block is a fragment of its own
             fenced = not fenced
+            lines.append(CUT)
             continue
-        m = re.match(r"^(#{1,6})\s+(.+?)\s*#*\s*$", line)
-        if m and not fenced:
-            found.append((len(m.group(1)), m.group(2), i))
+        heading = None if fenced else HEADING.match(line)
+        if heading:  # a title is a fragment of its own
+            titles.add(norm(heading.group(1)))
+            lines.append(CUT + heading.group(1) + CUT)
+        elif fenced or line.lstrip().startswith("|"):  # and so is a table's row
+            lines += [CUT, line, CUT]
+        else:
+            lines.append(line)
     out = []
-    for k, (level, title, i) in enumerate(found):
-        end = found[k + 1][2] if k + 1 < len(found) else len(lines)
-        out.append(Section(level, title, "".join(lines[i + 1:end]).strip("\n") + "\n", i + 1))
-    return out
+    for piece in norm("\n".join(lines)).split(CUT):
+        if norm(piece) in titles:
+            out.append(norm(piece))
+            continue
+        for frag in re.split(r"(?<=[.;!?])\s+|\s+\|\s*\|\s*|\s\(|\)\s", piece):
+            frag = frag.strip(" |()")
+            if len(frag) >= 12:
+                out.append(frag)
+    return out, titles
 
 
-def markers(docs: Path = DOCS) -> list[tuple[Path, str, str]]:
-    """(page, kind, README title) of every marker in the docs' Markdown pages, in page order."""
-    out = []
-    for page in sorted(docs.rglob("*.md")):
-        for m in MARKER.finditer(page.read_text(encoding="utf-8")):
-            out.append((page, m.group(1), m.group(2)))
-    return out
-
-
-def problems(readme: str | None = None, docs: Path = DOCS) -> list[str]:
-    """What stops the move being mechanical: a README section without a home, one with two, a marker that names no
-    section, a title used by two sections."""
-    found = sections(readme if readme is not None else README.read_text(encoding="utf-8"))
-    titles = [s.title for s in found]
-    out = [f"README.md: two sections are called {t!r}" for t in sorted({t for t in titles if titles.count(t) > 1})]
-    homes: dict[str, list[str]] = {}
-    for page, _, title in markers(docs):
-        homes.setdefault(title, []).append(str(page.relative_to(docs)))
-    for s in found:
-        where = homes.get(s.title, [])
-        if not where:
-            out.append(f"README.md:{s.line}: section {s.title!r} has no home in docs/ (add a marker "
-                       f"'<!-- readme: {s.title} -->' to the page it moves to)")
-        elif len(where) > 1:
-            out.append(f"README.md:{s.line}: section {s.title!r} has two homes: {', '.join(where)}")
-    for title, where in homes.items():
-        if title not in titles:
-            out.append(f"docs/{where[0]}: marker names {title!r}, which is not a README section")
-    return out
-
-
-ORIGIN = "<!-- from README: {title} -->"  # where a moved section starts (tests/doc_pages.py finds it by it)
-
-
-def include(markdown: str, readme: str | None = None, *, mark_origin: bool = False) -> str:
-    """``markdown`` (a page) with each marker replaced by its README section's text; ``mark_origin``: each section
-    preceded by an ORIGIN comment naming it (the move keeps them, so that tests find a section where it moved)."""
-    by_title = {s.title: s for s in sections(readme if readme is not None else README.read_text(encoding="utf-8"))}
-    named = [by_title[m.group(2)] for m in MARKER.finditer(markdown) if m.group(2) in by_title]
-    top = min((s.level for s in named), default=2)
-
-    def one(m: re.Match[str]) -> str:
-        section = by_title.get(m.group(2))
-        if section is None:
-            return m.group(0)  # left for --check to report
-        origin = ORIGIN.format(title=section.title) + "\n\n" if mark_origin else ""
-        if m.group(1) == "readme-body":
-            return (origin + section.body).rstrip("\n")
-        level = 2 + section.level - top
-        return f"{origin}{'#' * level} {section.title}\n\n{section.body}".rstrip("\n")
-
-    return MARKER.sub(one, markdown)
+def lost(old: str, files: list[Path]) -> tuple[list[str], list[str], int]:
+    """(sentences, titles) of ``old`` found in none of ``files``, and the number of fragments checked."""
+    union = norm("\n".join(f.read_text(encoding="utf-8") for f in files))
+    loose = union.replace("`", "")
+    frags, titles = fragments(old)
+    missing = [f for f in frags if f not in union and f.replace("`", "") not in loose]
+    return [f for f in missing if f not in titles], [f for f in missing if f in titles], len(frags)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="The README's sections and their pages in docs/.")
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--check", action="store_true", help="every section has exactly one home (exit 1 if not)")
-    what.add_argument("--apply", action="store_true", help="move: write each section into its page, for good")
+    parser = argparse.ArgumentParser(description="Check that every sentence of an old README is in README.md or "
+                                                 "docs/ (the README's move into the site, 0.5.0).")
+    parser.add_argument("--lost", type=Path, required=True, metavar="OLD_README",
+                        help="the README from before the move (git show a027dd2:README.md)")
     args = parser.parse_args(argv)
-    found = problems()
-    for p in found:
-        print(p, file=sys.stderr)
-    if found:
-        return 1
-    if args.check:
-        print(f"{len(sections(README.read_text(encoding='utf-8')))} README sections, each with one home in docs/")
-        return 0
-    for page in apply(README.read_text(encoding="utf-8"), DOCS):
-        print(f"{page.relative_to(ROOT)}: sections written in")
-    print("now cut README.md to the front door (what it is, the two commands, one example output, links)")
-    return 0
-
-
-def apply(readme: str, docs: Path) -> list[Path]:
-    """The move: every page with markers gets its sections' text for good (each after a comment naming it); returns
-    the pages written."""
-    pages = sorted({p for p, _, _ in markers(docs)})
-    for page in pages:
-        page.write_text(include(page.read_text(encoding="utf-8"), readme, mark_origin=True), encoding="utf-8")
-    return pages
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    sentences, titles, n = lost(args.lost.read_text(encoding="utf-8"), files)
+    for t in titles:
+        print(f"TITLE: {t}")
+    for s in sentences:
+        print(f"LOST: {s}")
+    print(f"{n} fragments of {args.lost}: {len(sentences)} sentences and {len(titles)} section titles not found "
+          f"verbatim in README.md and docs/ ({len(files)} files)", file=sys.stderr)
+    return 1 if sentences else 0
 
 
 if __name__ == "__main__":

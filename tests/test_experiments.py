@@ -459,7 +459,7 @@ def test_a_second_writer_is_refused_naming_the_running_one(tmp_path, capsys):
 
 def test_all_trials_stopped_is_exit_130_with_what_stopped_them(tmp_path, capsys, stopped_trials):
     """Issue 29: every trial stopped (scancel, a Slurm time limit) ended "no summary.json here", exit 2; the
-    README promises 130. Now 130 with one line that counts what stopped them; --resume runs them again."""
+    documentation promises 130. Now 130 with one line that counts what stopped them; --resume runs them again."""
     out = tmp_path / "rep"
     assert main(["repeat", "digits", "--runs", "3", "--out", str(out), *FAST]) == 130
     err = capsys.readouterr().err

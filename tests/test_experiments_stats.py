@@ -1,7 +1,7 @@
 """The paired statistics of experiments (daybreak.analysis.paired): one test per comparison, and its verdict,
 p-value and interval never disagree -- a property test over random censored inputs -- checked against scipy's
-exact signed-rank test, an enumeration of every sign pattern, statsmodels' power, and the figures that the README
-and the docstrings print."""
+exact signed-rank test, an enumeration of every sign pattern, statsmodels' power, and the figures that the
+documentation (docs/concepts/experiments.md) and the docstrings print."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import itertools
 import math
 import re
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,8 @@ from daybreak.analysis.paired import (
     signed_rank_statistic, walsh_averages,
 )
 from daybreak.records.experiment import RatioEstimate
+from doc_pages import section
 
-ROOT = Path(__file__).resolve().parents[1]
 inf = math.inf
 
 
@@ -251,11 +250,12 @@ def _flat(text: str) -> str:
 
 
 def test_the_readmes_pairs_needed_example_is_what_the_code_prints():
+    """The line the experiments' page quotes (the README's section on experiments until 0.5.0)."""
     est = RatioEstimate(quantity="time_to_target_s", n_pairs=3, confidence=0.99)
     attach_power(est, 0.084, 3)
     words = est.power_words()
     assert "needs 38 pairs for 5%" in words
-    assert words in _flat((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert words in _flat(section("Experiments: `daybreak repeat`, `daybreak lesion`, `daybreak ab`")[1])
 
 
 def test_the_power_words_docstring_example_is_what_the_code_prints():

@@ -1,9 +1,9 @@
 """The leaderboard's API as published (issue 32): the OpenAPI document at /openapi.json, versioned with the API and
 declaring every response (one error body for every error) and the submission's three bodies; the /docs page (no
 script: it works offline and under the pages' Content-Security-Policy); each declared body, filled in as the
-document says, stored; the README's example; and schemathesis with every check against a served board seeded with
-entries, a reproduction job and a submitter token, on SQLite and on PostgreSQL (``DAYBREAK_TEST_PG_URL``): 0
-failures. The default suite runs a short seeded schemathesis pass; ``pytest -m slow`` a longer one."""
+document says, stored; the example of the docs' JSON API page; and schemathesis with every check against a served
+board seeded with entries, a reproduction job and a submitter token, on SQLite and on PostgreSQL
+(``DAYBREAK_TEST_PG_URL``): 0 failures. The default suite runs a short seeded schemathesis pass; ``pytest -m slow`` a longer one."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from doc_pages import section  # noqa: E402
 from test_leaderboard_fuzz import good_uploads, post  # noqa: E402
 from test_leaderboard_trust import (  # noqa: E402
     AUTH, SECRET, _pg_schema_url, dawnbench_doc, dawnbench_tsv, run_doc, serving,
@@ -32,7 +33,6 @@ from daybreak.leaderboard.web.limits import Limits  # noqa: E402
 httpx = pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = Path(__file__).parent / "schemathesis.toml"
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 # the operations the issue found with undocumented answers, and those answers
@@ -284,24 +284,23 @@ def test_schemathesis_for_two_minutes_finds_no_failure(board, tmp_path):
     assert_no_failures(result, output, at_least=5000)
 
 
-# --- the README ---------------------------------------------------------------------------------------------------
+# --- the documentation ------------------------------------------------------------------------------------------
 
 
 def test_the_readme_api_example_uploads_and_reads_back(tmp_path):
-    """The README's httpx example, as written but for its server address and token, against a served board."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = re.search(r"### The JSON API: `/openapi.json`\n(.*?)\n### ", text, re.S)
-    assert section, "the README has a JSON API section"
-    assert "/openapi.json" in section.group(1) and "/docs" in section.group(1)
-    code = re.search(r"```python\n(.*?)```", section.group(1), re.S)
-    assert code, "with a python example"
+    """The httpx example of the docs' JSON API page (docs/reference/leaderboard-api.md, the README's section "The
+    JSON API" until 0.5.0), as written but for its server address and token, against a served board."""
+    page, text = section("The JSON API: `/openapi.json`")
+    assert "/openapi.json" in text and "/docs" in text
+    code = re.search(r"```python\n(.*?)```", text, re.S)
+    assert code, f"{page}: the JSON API section has a python example"
     with Store(f"sqlite:///{tmp_path / 'readme.sqlite'}") as store, serving(store, limits=Limits()) as served:
         source = code.group(1)
         for name, value in (("BASE", served.base), ("TOKEN", SECRET)):
             source, found = re.subn(rf'^{name} = "[^"]*"', f"{name} = {value!r}", source, flags=re.M)
             assert found == 1, name
         namespace: dict[str, Any] = {}
-        exec(compile(source, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+        exec(compile(source, str(page), "exec"), namespace)  # noqa: S102 - our own documentation
         entry, board = namespace["entry"], namespace["board"]
         assert entry["model"] == "ResNet-9" and entry["time_to_target_s"] == pytest.approx(0.03 * 3600)
         assert entry["submitter"] == "tester" and [row["model"] for row in board] == ["ResNet-9"]

@@ -324,7 +324,7 @@ def test_aborted_is_not_reached_whatever_an_evaluation_crossed(tmp_path):
     assert rc == 3 and not r.mlperf.reached and r.mlperf.dawnbench_reached
     assert r.clocks["mlperf"].time_to_target_s is None and r.clocks["dawnbench"].time_to_target_s is not None
     # where daybreak and mlperf-logging's summarizer part: its checker reads no run_stop status (no published log
-    # of the sample is such a run; the README says so)
+    # of the sample is such a run; docs/how-to/mlperf-logs.md says so)
     assert summarized(crossed, "v5.0") == (True, 500.0)
     # ... under the DAWNBench headline, reached, with MLPerf's verdict recorded beside it
     rc, r = timed(crossed, tmp_path, "--rules", "dawnbench")

@@ -13,6 +13,7 @@ import pytest
 
 import daybreak
 from conftest import single_line
+from doc_pages import bash_commands, section
 from daybreak.cli import build_parser, main
 from daybreak.config import RunConfig
 from daybreak.errors import ConfigError
@@ -176,13 +177,14 @@ def test_python_api_mistakes_are_one_config_error():
 
 
 def test_readme_python_api_section_runs(tmp_path, monkeypatch):
-    """The README's notebook example, executed as written (in a scratch folder)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"## The Python API.*?```python\n(.*?)```", text, re.S)
-    assert block, "the README has a Python API section with a python block"
+    """The notebook example of the docs' Python API page (the README's section "The Python API" until 0.5.0),
+    executed as written (in a scratch folder)."""
+    page, text = section("The Python API")
+    block = re.search(r"```python\n(.*?)```", text, re.S)
+    assert block, f"{page}: the Python API section has a python block"
     monkeypatch.chdir(tmp_path)
     names: dict = {}
-    exec(compile(block.group(1), "README.md", "exec"), names)  # noqa: S102 - our own README
+    exec(compile(block.group(1), str(page), "exec"), names)  # noqa: S102 - our own documentation
     # it does what its comments say: the run reaches its target, both repeats reach 90%, 2 pairs cannot tell
     assert names["result"].status == "reached" and names["result"].clocks["mlperf"].time_to_target_s
     assert names["summary"].n_reached == 2 and names["summary"].accuracy.mean >= 0.9
@@ -191,12 +193,9 @@ def test_readme_python_api_section_runs(tmp_path, monkeypatch):
 
 
 def _examples() -> list[str]:
-    """Every `daybreak ...` command line in the README's code blocks and in every --help epilog."""
-    lines = []
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for block in re.findall(r"```bash\n(.*?)```", readme, re.S):
-        block = re.sub(r"\\\n\s*", " ", block)  # a command continued with a backslash is one command
-        lines += [ln.strip() for ln in block.splitlines() if ln.strip().startswith("daybreak ") and " [" not in ln]
+    """Every `daybreak ...` command line of the documentation's bash blocks (README.md and docs/**/*.md) and of
+    every --help epilog."""
+    lines = [ln for ln in bash_commands() if ln.startswith("daybreak ") and " [" not in ln]
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     for p in sub.choices.values():
@@ -245,13 +244,14 @@ def test_instances_and_tasks_and_recipes_print_json(capsys):
 
 @pytest.mark.slow
 def test_readme_tiny_mnist_example_reaches_its_target(tmp_path, monkeypatch):
-    """The README's synthetic-MNIST example, run as written (it once stopped at 84% and exited 3)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The synthetic-MNIST example of the section "Tasks" (docs/concepts/tasks-and-recipes.md), run as written (it
+    once stopped at 84% and exited 3)."""
+    _, text = section("Tasks")
     block = next(b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "write_mnist" in b)
     monkeypatch.chdir(tmp_path)
     lines = [ln.split("  #")[0].strip() for ln in block.strip().splitlines()]
     assert lines[0].startswith("python -c ")
-    exec(shlex.split(lines[0])[2], {})  # noqa: S102 - our own README
+    exec(shlex.split(lines[0])[2], {})  # noqa: S102 - our own documentation
     assert main(shlex.split(lines[1])[1:] + ["--out", "r", "-q"]) == 0
     assert RunResult.load(tmp_path / "r").reached
 

@@ -36,7 +36,7 @@ PACKAGE = ROOT / "daybreak"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PROJECT = PYPROJECT["project"]
 OPTIONAL = PROJECT["optional-dependencies"]
-# extras that are not a part of the package users run, but of working on it (loadtest: Locust for
+# extras that are not a part of the package users run, but of working on it (loadtest: Locust, for
 # benchmarks/leaderboard_load.py)
 TOOLING = {"test", "docs", "release", "loadtest"}
 LEADERBOARD = next(e for e in EXTRAS if e.name == "leaderboard")

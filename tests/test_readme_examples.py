@@ -65,6 +65,14 @@ NOT_RUN = {
     "daybreak throughput --model my_net --program": "a placeholder: your own train.py (tests/"
                                                     "test_throughput_programs.py runs the protocol on a fake program)",
     "mkdocs build --strict": "tests/test_docs.py::test_the_site_builds_strictly runs it (slow), and so does CI",
+    "sudo ": "installs PostgreSQL and makes its role and database (as root; .ci/start-postgres.sh does the same for "
+             "the leaderboard's PostgreSQL tests)",
+    "export DAYBREAK_DB=": "a placeholder password; the leaderboard's tests pass their database as --db or DAYBREAK_DB",
+    "python -c \"import secrets": "writes a token file (tests/test_leaderboard_*.py serve boards with token files)",
+    "chmod 600 tokens.txt": "the token file's mode",
+    "curl ": "a public host (tests/test_leaderboard_trust.py and test_leaderboard_api.py upload to a served board)",
+    ".venv/bin/mkdocs serve": "a server that runs until it is stopped (`make docs` builds the same site; "
+                              "tests/test_docs.py::test_the_site_builds_strictly builds it)",
     "st --config-file tests/schemathesis.toml": "a served board and its token: tests/test_leaderboard_api.py runs "
                                                 "this very command against one",
 }

@@ -1,6 +1,7 @@
-"""Types that serve users: a script using the README's API type-checks with `mypy --strict` against the editable
-install the README makes (setuptools' compat mode, a path mypy follows), RunConfig taking the target forms the
-README shows (``target="90%"``), and a real type error in such a script is found (so the check is not vacuous)."""
+"""Types that serve users: a script using the documented API (docs/how-to/python-api.md) type-checks with `mypy
+--strict` against the editable install the docs make (setuptools' compat mode, a path mypy follows), RunConfig taking
+the target forms the docs show (``target="90%"``), and a real type error in such a script is found (so the check is
+not vacuous)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import textwrap
 import pytest
 
 SCRIPT = '''
-"""A user's script, as the README shows the API."""
+"""A user's script, as the documentation shows the API."""
 import daybreak
 from daybreak import RunConfig
 
@@ -37,7 +38,7 @@ def test_a_users_script_type_checks_against_the_installed_package(tmp_path):
     done = _mypy(tmp_path, SCRIPT)
     assert "Cannot find implementation or library stub" not in done.stdout, (
         "mypy cannot see the editable install: reinstall with pip install -e . --config-settings "
-        "editable_mode=compat (see the README's Setup)")
+        "editable_mode=compat (see docs/getting-started/install.md)")
     assert done.returncode == 0, done.stdout + done.stderr
     wrong = _mypy(tmp_path, SCRIPT + "count: int = result.status\n")
     assert wrong.returncode == 1, wrong.stdout  # the record's status is a Literal of str, not an int

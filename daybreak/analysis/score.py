@@ -30,8 +30,9 @@ tasks by AlgoPerf's benchmark score, the integrated performance profile.
   to order two close submissions differently; score.json keeps both (``score_exact``, ``score_official``), ranks by
   the one asked for, and a note names submissions the other numerics would order differently.
 
-The README's example: SGD the fastest on digits and mnist; AdamW at 2.5x SGD's time on digits, without a run on
-mnist (unsolved); with the official numerics the same, as 2.5 lies midway between two points of the grid:
+The example of docs/how-to/analyses.md: SGD the fastest on digits and mnist; AdamW at 2.5x SGD's time on digits,
+without a run on mnist (unsolved); with the official numerics the same, as 2.5 lies midway between two points of
+the grid:
 
 >>> from daybreak.analysis.stats import UNSOLVED, algoperf_score, official_score
 >>> algoperf_score([1.0, 1.0]), algoperf_score([2.5, UNSOLVED]), official_score([2.5, UNSOLVED])

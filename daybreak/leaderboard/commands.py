@@ -102,7 +102,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         description="Serve the pages, the JSON API under /api/ and the submission endpoint "
                                     "POST /api/submissions (open only with --token-file). The limits below are "
                                     "enforced by daybreak itself; behind a reverse proxy (nginx, Caddy) set the "
-                                    "proxy's own limits too (see README, Leaderboard).",
+                                    "proxy's own limits too (docs/how-to/leaderboard.md: nginx and Caddy "
+                                    "configurations).",
                         epilog="Exit status: 130 when stopped (Ctrl-C or SIGTERM, after a graceful shutdown); 2 "
                                "a usage error, a database that cannot be opened, or an address it cannot listen "
                                "on (the port already in use, a --host that is not this machine's), with one line "

@@ -118,7 +118,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--program", metavar="CMD",
                    help="time this training program instead (one string, e.g. \"python train.py --fast\"): it is "
                         "launched --repeats times as fresh processes and reports windows of steps with "
-                        "throughput_log (see the README)")
+                        "throughput_log (the protocol: docs/how-to/compare-frameworks.md)")
     p.add_argument("--protocol", choices=["auto", "worker", "program"], default="auto",
                    help="how PyTorch's repeats are timed: worker (one process, the repeats timed windows after one "
                         "warm-up; DDP, inference, --data, energy) or program (each repeat a fresh process of "

@@ -10,7 +10,7 @@ more update of the optimizer: gradients, the update rule and its hyperparameters
 ``--describe`` loads the same files and prints the same figures (daybreak/sweep/frameworks/reference.py);
 ``compare`` says where they disagree beyond the tolerances below.
 
-Tolerances (measured on this project's CPU, README "Equivalence, checked"): the frameworks add up in other orders
+Tolerances (measured on this project's CPU, docs/results/throughput.md): the frameworks add up in other orders
 (oneDNN, Eigen, XLA kernels), each operation within a few float32 ulps of another's, so the first loss agrees to
 ~1e-6 relative: LOSS_TOLERANCE 1e-4 leaves room for other CPUs and is far below what a different network gives (a
 v1 stride or a scrambled bottleneck: 1e-3 to percents). The backward pass amplifies that rounding towards the input

@@ -62,7 +62,7 @@ def run_sweep_remote(options: SweepOptions, exec_options: "ex.ExecutorOptions", 
                      log: Callable[[str], None]) -> SweepOutcome:
     if options.nodes > 1:
         raise ConfigError("--executor with --nodes > 1: a configuration that spans nodes is launched by hand on each "
-                          "node (see the README); the executor places single-node configurations")
+                          "node (docs/how-to/throughput.md); the executor places single-node configurations")
     configs = expand(options)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)

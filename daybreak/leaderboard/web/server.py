@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # connection age). It is tested with the uvicorn versions pyproject.toml allows (>=0.30,<0.55: 0.30.0 and 0.54.0
 # run the limit tests); what it relies on is listed here and checked by h11_protocol() at start-up and by
 # tests/test_leaderboard_cli.py, so a uvicorn that changed it fails loudly instead of serving without the limits.
-# The alternative to this dependency is a reverse proxy's own limits (README, Leaderboard).
+# The alternative to this dependency is a reverse proxy's own limits (docs/how-to/leaderboard.md).
 UVICORN_TESTED = ">=0.30,<0.55"
 H11_METHODS = ("connection_made", "data_received", "handle_events", "on_response_complete", "connection_lost",
                "send_400_response")
