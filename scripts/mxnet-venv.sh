@@ -55,11 +55,16 @@ else
         say "error: no Python 3.8-3.11 found (numpy $NUMPY_VERSION, the last NumPy mxnet $MXNET_VERSION runs with, has no wheel for newer ones): set PYTHON=/path/to/python3.11"
         exit 1
     fi
-    if ! "$PYTHON" -c 'import sys; sys.exit(not (3, 8) <= sys.version_info[:2] <= (3, 11))'; then
-        say "error: $("$PYTHON" -V 2>&1): numpy $NUMPY_VERSION has wheels for Python 3.8-3.11 only (set PYTHON)"
+    if ! version="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)"; then
+        say "error: $PYTHON does not run (set PYTHON=/path/to/python3.11)"
         exit 1
     fi
-    say "creating $DIR with $("$PYTHON" -V 2>&1)"
+    case "$version" in
+        3.8|3.9|3.10|3.11) ;;
+        *) say "error: $PYTHON is Python $version: numpy $NUMPY_VERSION has wheels for Python 3.8-3.11 only (set PYTHON)"
+           exit 1 ;;
+    esac
+    say "creating $DIR with $PYTHON (Python $version)"
     rm -rf "$DIR"
     "$PYTHON" -m venv "$DIR"
     if ! twice "$DIR/bin/pip" install -q --only-binary numpy,mxnet "numpy==$NUMPY_VERSION" "mxnet==$MXNET_VERSION"; then
