@@ -2,6 +2,7 @@
 compiler (torch.compile, XLA; Paddle: CINN) and in bf16 - asked as an experiment, one protocol for every framework.
 
     python benchmarks/frameworks.py [--out benchmarks/results/frameworks] [--rounds 7] [--threads 1] [--quick]
+    DAYBREAK_MXNET_PYTHON=.venv-mxnet/bin/python python benchmarks/frameworks.py ...   # MXNet in its own Python
 
 The protocol (DLPerf's by default: 20 warm-up + 100 timed steps, the median of 7 repeats): every framework,
 PyTorch included, runs as a program (`daybreak throughput --protocol program`: PyTorch's reference program is
@@ -18,17 +19,17 @@ OUT/table.md: samples/s, the spread, the ratio to PyTorch eager as a paired rati
 confidence interval (daybreak.analysis.paired: the geometric mean of the per-round ratios, a Student-t interval),
 each framework's own FLOP count beside daybreak's model FLOPs, and how much of the CPUs other processes took. A
 table whose rows were measured while other processes took more than 10% of the CPUs says so, and names no
-"fastest". Frameworks whose extra is not installed are left out with a line saying so.
+"fastest". Frameworks whose extra is not installed (MXNet: whose interpreter is not there, scripts/mxnet-venv.sh) are
+left out with a line saying so.
 
 Time: each configuration x round is a process start, a warm-up (compilation included) and --steps steps. At the
-defaults, on a 2-core CPU where a PyTorch ResNet-50 step at 64 px, batch 8, 1 thread takes ~0.7 s, a model's 16
-configurations x 7 rounds take about 3 hours.
+defaults, on a 2-core CPU where a PyTorch ResNet-50 step at 64 px, batch 8, 1 thread takes ~0.7 s, a model's 20
+configurations (5 frameworks x 2 precisions x compiler on or off) x 7 rounds take about 3.5 hours.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import statistics
 import subprocess
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
-FRAMEWORKS = {"pytorch": "torch", "jax": "flax", "tensorflow": "tensorflow", "paddle": "paddle"}
+FRAMEWORKS = ("pytorch", "jax", "tensorflow", "paddle", "mxnet")
 CONFIDENCE = 0.95
 
 if TYPE_CHECKING:
@@ -172,11 +173,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.image_size, args.seq_len, args.resnet_batch, args.bert_batch = 32, 8, 2, 2
         args.warmup, args.steps, args.rounds = 1, 2, 2
-    asked = [f.strip() for f in args.frameworks.split(",") if f.strip()]
-    frameworks = [f for f in asked if importlib.util.find_spec(FRAMEWORKS[f]) is not None]
-    for f in asked:
-        if f not in frameworks:
-            print(f"frameworks: {f} is not installed (pip install -e '.[{f}]'): left out", file=sys.stderr)
+    from daybreak.errors import ConfigError
+    from daybreak.sweep.program import check_framework
+
+    frameworks = []
+    for f in (f.strip() for f in args.frameworks.split(",") if f.strip()):
+        try:
+            check_framework(f)  # installed (MXNet: its own interpreter has it), without importing it here
+            frameworks.append(f)
+        except ConfigError as e:
+            print(f"frameworks: {e}: left out", file=sys.stderr)
     if "pytorch" not in frameworks:
         raise SystemExit("frameworks: the table is relative to PyTorch eager: keep pytorch in --frameworks")
 

@@ -1,9 +1,9 @@
 """`daybreak throughput --program` and `--frameworks`: any framework's training program timed by DLPerf's protocol.
 
 The default suite drives the protocol with a fake program (tests/fake_throughput_program.py: sleeps as steps);
-the slow tests run the reference programs (JAX, TensorFlow, Paddle; the extras installed) and check that they train
-the same models as daybreak's PyTorch ones: the same parameter count, FLOPs per step within 2% of
-torch.utils.flop_counter's, and the same loss on the same batch from the same weights."""
+the slow tests run the reference programs (JAX, TensorFlow, Paddle, MXNet; their extras, or MXNet's interpreter,
+installed) and check that they train the same models as daybreak's PyTorch ones: the same parameter count, FLOPs
+per step within 2% of torch.utils.flop_counter's, and the same loss on the same batch from the same weights."""
 
 from __future__ import annotations
 
@@ -451,12 +451,12 @@ def reference_cases(tmp_path_factory):
 
 
 def _skip_unless_installed(framework: str) -> None:
-    """Skip when the framework's extra is not installed; never import it here (paddle beside torch segfaults)."""
-    import importlib.util
-
-    missing = [m for m in prog.FRAMEWORKS[framework].modules if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (pip install -e '.[{prog.FRAMEWORKS[framework].extra}]')")
+    """Skip when the framework's extra (or its own interpreter: MXNet) is not installed, saying what is missing;
+    never import it here (paddle beside torch segfaults)."""
+    try:
+        prog.check_framework(framework)
+    except ConfigError as e:
+        pytest.skip(str(e))
 
 
 def _describe(framework: str, case, weights: Path | None = None) -> "eq.Figures":
@@ -464,7 +464,8 @@ def _describe(framework: str, case, weights: Path | None = None) -> "eq.Figures"
     from daybreak.sweep.launch import worker_env
 
     _skip_unless_installed(framework)
-    cmd = [sys.executable, str(prog.FRAMEWORKS_DIR / prog.FRAMEWORKS[framework].program), "--model", case.model,
+    fw = prog.FRAMEWORKS[framework]
+    cmd = [prog.framework_python(fw), str(prog.FRAMEWORKS_DIR / fw.program), "--model", case.model,
            "--batch-size", str(case.batch_size), "--describe", "--weights", str(weights or case.weights), "--batch",
            str(case.batch), "--image-size", str(case.image_size), "--seq-len", str(case.seq_len), "--threads", "1"]
     env = worker_env(1, {"PYTHONPATH": os.pathsep.join([str(prog.FRAMEWORKS_DIR), os.environ.get("PYTHONPATH", "")])})
@@ -533,7 +534,7 @@ def test_each_reference_program_is_measured_through_the_protocol(tmp_path, frame
             assert r.config.framework == framework and r.status in ("ok", "unsupported"), (r.config.label(), r.error)
             if r.status == "ok":
                 assert r.framework == framework and r.framework_version and len(r.times_s) == 2
-                compiler = {"pytorch": "torch.compile", "paddle": "CINN"}.get(framework, "XLA")
+                compiler = {"pytorch": "torch.compile", "paddle": "CINN", "mxnet": "hybridize"}.get(framework, "XLA")
                 assert r.compiler == (compiler if compiled else "none")
                 assert r.flops_per_step == model_step_flops(r.config, 2) * n and r.flops_source == "daybreak"
                 assert r.own_flops_per_step > 0 and r.global_batch_size == 2 * n and r.samples_per_s > 0
@@ -542,7 +543,8 @@ def test_each_reference_program_is_measured_through_the_protocol(tmp_path, frame
         supported = {k for k, r in rows.items() if r.status == "ok"}
         can = {"jax": lambda c, a, n: c, "tensorflow": lambda c, a, n: n == 1,  # JAX: XLA only; TF: one device
                "pytorch": lambda c, a, n: n == 1,  # one device per program (several: the worker protocol)
-               "paddle": lambda c, a, n: not c and a == "off" and n == 1}[framework]  # no CINN, no CPU AMP
+               "paddle": lambda c, a, n: not c and a == "off" and n == 1,  # no CINN, no CPU AMP
+               "mxnet": lambda c, a, n: n == 1}[framework]  # one device (bf16 on a CPU: MXNet's AMP)
         assert supported == {k for k in rows if can(*k)}, {k: rows[k].error for k in rows}
 
 

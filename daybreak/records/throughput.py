@@ -757,8 +757,8 @@ def compiler_name(r: ThroughputResult) -> str:
         return r.compiler
     if not r.config.compile:
         return "none"
-    return {"pytorch": "torch.compile", "jax": "XLA", "tensorflow": "XLA", "paddle": "CINN"}.get(r.config.framework,
-                                                                                                  "on")
+    return {"pytorch": "torch.compile", "jax": "XLA", "tensorflow": "XLA", "paddle": "CINN",
+            "mxnet": "hybridize"}.get(r.config.framework, "on")
 
 
 DLPERF_PROTOCOL = (20, 100, 7)  # warm-up steps, timed steps, repeats (each a fresh process; the median)

@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "FLOP/s, utilization of the measured peak (`daybreak peak`), MFU against the GPU's datasheet "
                     "peak (GPUs of daybreak's catalog), joules per sample from the energy counters where they "
                     "exist, peak memory and the speedup over one device. --frameworks runs the same grid through "
-                    "PyTorch, JAX, TensorFlow and Paddle reference programs, --program through any program that "
+                    "PyTorch, JAX, TensorFlow, Paddle and MXNet reference programs, --program through any program that "
                     "reports with throughput_log: one protocol for all, each repeat a fresh process, the device and "
                     "threads each program reports checked, every window's loss and clock checked, daybreak's model "
                     "FLOPs in every row. Each row records how busy the machine was. Results go to DIR/results.jsonl "
@@ -111,10 +111,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", required=True, help="resnet50, bert_base or a task model (digits_cnn, mnist_cnn, "
                                                   "airbench_net); with --program, the name of what it trains")
     p.add_argument("--frameworks", default="pytorch",
-                   help="who trains the model, comma-separated: pytorch (daybreak's models), jax, tensorflow, paddle "
-                        "(their reference programs, resnet50 and bert_base; pip install 'daybreak[jax]' ...); "
-                        "--compile on is their compiler over the whole training step (torch.compile, XLA; Paddle: "
-                        "CINN), off is eager")
+                   help="who trains the model, comma-separated: pytorch (daybreak's models), jax, tensorflow, paddle, "
+                        "mxnet (their reference programs, resnet50 and bert_base; pip install 'daybreak[jax]' ...; "
+                        "mxnet in its own interpreter: scripts/mxnet-venv.sh, DAYBREAK_MXNET_PYTHON); --compile on "
+                        "is their compiler over the whole training step (torch.compile, XLA; Paddle: CINN; MXNet: "
+                        "hybridize), off is eager")
     p.add_argument("--program", metavar="CMD",
                    help="time this training program instead (one string, e.g. \"python train.py --fast\"): it is "
                         "launched --repeats times as fresh processes and reports windows of steps with "

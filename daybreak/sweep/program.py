@@ -1,5 +1,6 @@
 """Any framework's training program, timed by DLPerf's protocol: `daybreak throughput --program CMD` and the
-reference programs of `--frameworks pytorch,jax,tensorflow,paddle` (daybreak/sweep/frameworks).
+reference programs of `--frameworks pytorch,jax,tensorflow,paddle,mxnet` (daybreak/sweep/frameworks; MXNet's in
+its own interpreter, ``DAYBREAK_MXNET_PYTHON``).
 
 The protocol itself (what a program is asked, what it must report, the windows) is described once, in
 daybreak/sweep/frameworks/throughput_log.py; this module launches programs and checks them against it. The
@@ -79,6 +80,11 @@ class Framework:
     program: str  # file in FRAMEWORKS_DIR
     several_devices: bool  # whether its reference program runs more than one device
     layout: str  # the image layout its ResNet-50 trains in
+    # a framework that cannot share daybreak's interpreter runs its program with its own: the one this environment
+    # variable names, else ``python_default`` (relative to the working directory); ``setup`` says how to make it
+    python_env: str | None = None
+    python_default: str | None = None
+    setup: str | None = None
 
 
 FRAMEWORKS = {
@@ -87,15 +93,52 @@ FRAMEWORKS = {
     "tensorflow": Framework("tensorflow", ("tensorflow", "keras"), "tensorflow", "tensorflow_program.py", False,
                             "NHWC"),
     "paddle": Framework("paddle", ("paddle",), "paddle", "paddle_program.py", False, "NCHW"),
+    # mxnet 1.9.1 uses NumPy aliases that NumPy 1.24 removed; daybreak has NumPy >= 2
+    "mxnet": Framework("mxnet", ("mxnet",), None, "mxnet_program.py", False, "NCHW",
+                       python_env="DAYBREAK_MXNET_PYTHON", python_default=".venv-mxnet/bin/python",
+                       setup="bash scripts/mxnet-venv.sh, or python3.11 -m venv DIR && DIR/bin/pip install "
+                             "numpy==1.23.5 mxnet==1.9.1"),
 }
 REFERENCE_MODELS = ("resnet50", "bert_base")
 
 
+def framework_python(fw: Framework) -> str:
+    """The interpreter that runs the framework's program: daybreak's, or the framework's own (``python_env``)."""
+    if fw.python_env is None:
+        return sys.executable
+    return os.environ.get(fw.python_env) or str(Path(fw.python_default or "python").absolute())
+
+
+def _missing_in(python: str, modules: tuple[str, ...]) -> list[str] | str:
+    """The modules another interpreter cannot find (importing none of them), or why it cannot be asked."""
+    probe = ("import importlib.util, sys\n"
+             "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+    try:
+        out = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"cannot run {python}: {e}"
+    if out.returncode != 0:
+        return f"{python} exited with status {out.returncode}: {(out.stderr.strip().splitlines() or [''])[-1][:200]}"
+    return out.stdout.split()
+
+
 def check_framework(name: str) -> Framework:
-    """The framework's reference program, or a one-line error naming the extra that installs it."""
+    """The framework's reference program, or a one-line error naming the extra (or the interpreter) it needs."""
     if name not in FRAMEWORKS:
         raise ConfigError(f"--frameworks {name}: choose from {', '.join(FRAMEWORKS)}")
     fw = FRAMEWORKS[name]
+    if fw.python_env is not None:
+        python = framework_python(fw)
+        how = f"make it with {fw.setup}, or set {fw.python_env} to a Python that has {', '.join(fw.modules)}"
+        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise ConfigError(f"--frameworks {name}: its program runs in its own interpreter, {python} is not "
+                              f"there ({fw.python_env} unset or wrong): {how}")
+        missing = _missing_in(python, fw.modules)
+        if isinstance(missing, str) or missing:
+            said = missing if isinstance(missing, str) else f"{', '.join(missing)} not installed in {python}"
+            raise ConfigError(f"--frameworks {name}: {said}: {how}")
+        return fw
     missing = [m for m in fw.modules if importlib.util.find_spec(m) is None]
     if missing:
         raise ConfigError(f"--frameworks {name}: {', '.join(missing)} not installed in {sys.executable}: "
@@ -106,7 +149,8 @@ def check_framework(name: str) -> Framework:
 def program_command(config: ThroughputConfig) -> list[str]:
     if config.framework == "program":
         return list(config.program or [])
-    return [sys.executable, str(FRAMEWORKS_DIR / FRAMEWORKS[config.framework].program)]
+    fw = FRAMEWORKS[config.framework]
+    return [framework_python(fw), str(FRAMEWORKS_DIR / fw.program)]
 
 
 def program_settings(config: ThroughputConfig, batch: int, threads: int) -> dict[str, Any]:

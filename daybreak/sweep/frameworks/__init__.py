@@ -19,8 +19,10 @@ Adding a framework (MXNet, say) is one file and one line:
    read to the host. ``--describe`` prints ``reference.describe(params, flops, losses)`` for ``--check-steps`` + 1
    training steps (BatchNorm in training mode, dropout off).
 2. An entry in daybreak.sweep.program.FRAMEWORKS (the modules it needs, its pip extra, the file, whether it runs
-   several devices, its image layout). A framework that needs its own interpreter (MXNet 1.9 needs NumPy < 2) can be
-   timed with ``--program "/path/to/venv/bin/python mxnet_program.py"`` meanwhile.
+   several devices, its image layout). A framework that cannot share daybreak's interpreter names its own:
+   ``mxnet_program.py`` (MXNet 1.9 needs NumPy < 1.24) runs with the Python that ``DAYBREAK_MXNET_PYTHON`` names
+   (default ``.venv-mxnet/bin/python``, made by scripts/mxnet-venv.sh); any program also runs through
+   ``--program "/path/to/venv/bin/python mxnet_program.py"``.
 3. The tests are parametrized over FRAMEWORKS (tests/test_throughput_programs.py): the equivalence check against
    PyTorch (daybreak.sweep.equivalence) and a sweep through the protocol.
 """
