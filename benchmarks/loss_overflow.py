@@ -15,7 +15,6 @@ value over float32's (inf where it overflows; 1 within rounding elsewhere), meas
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -104,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     s = measure(device, args.batch)
     print(report(s))
     if args.out:
-        from daybreak.fileio import atomic_write_text
+        from daybreak.fileio import atomic_write_json
 
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.out, json.dumps(s, indent=2) + "\n")
+        atomic_write_json(args.out, s)
     return 0
 
 

@@ -23,7 +23,6 @@ states its own figure, with the machine's load.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -188,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     s = measure(device, args.boundaries, args.repeats)
     print(report(s))
     if args.out:
-        from daybreak.fileio import atomic_write_text
+        from daybreak.fileio import atomic_write_json
 
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.out, json.dumps(s, indent=2) + "\n")
+        atomic_write_json(args.out, s)
     return 0
 
 

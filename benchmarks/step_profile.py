@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import tempfile
 import time
@@ -211,10 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(report(s))
     if args.out:
-        from daybreak.fileio import atomic_write_text
+        from daybreak.fileio import atomic_write_json
 
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.out, json.dumps(s, indent=2) + "\n")
+        atomic_write_json(args.out, s)
     return 0
 
 
