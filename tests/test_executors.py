@@ -413,3 +413,29 @@ def test_a_trial_past_its_time_limit_is_stopped_and_says_why(kind, tmp_path):
         and "--slurm-time-min" in outcome.error, outcome.error
     pids = [int(p) for p in hold.read_text().split()[:2]]
     wait_for(lambda: not any(alive(p) for p in pids), 30.0, "the trial and its child to end")
+
+
+def test_a_stop_signal_that_comes_while_a_trial_starts_still_stops_it(tmp_path, monkeypatch):
+    """Ctrl-C (or a scheduler's SIGTERM, which daybreak handles alike) landing just after the trial's process was
+    forked, before the executor recorded it as running: the executor holds the signal back until the trial is
+    recorded, so the trial is stopped with the experiment instead of running on beside its resumption (a CI run
+    saw such an orphan write into the run directory a `--resume` had just cleared). The trial takes SIGTERM again:
+    it ends by SIGTERM, not by the SIGKILL that follows a signal it could not take."""
+    import daybreak.executors as executors
+    import signal as signals
+
+    real_start = executors.start_trial_process
+    started = []
+
+    def start_then_interrupt(*args, **kwargs):
+        proc = real_start(*args, **kwargs)
+        started.append(proc)
+        os.kill(os.getpid(), signals.SIGINT)  # arrives here, between the fork and the record
+        return proc
+
+    monkeypatch.setattr(executors, "start_trial_process", start_then_interrupt)
+    trial = make_trial(tmp_path, "orphan", "--sleep", "600")
+    with pytest.raises(KeyboardInterrupt):
+        LocalExecutor(parallel=1, gpus=[]).run([trial])
+    [proc] = started
+    assert proc.poll() == -signals.SIGTERM  # stopped by the executor, and it could take SIGTERM

@@ -36,7 +36,7 @@ from daybreak.errors import ConfigError
 from daybreak.executors import slurm
 from daybreak.executors.trials import (EXECUTORS, ExecutorOptions, Trial, TrialOutcome, TrialsCancelled,
                                          sbatch_additional, start_trial_process, visible_gpus)
-from daybreak.processes import end_process_group
+from daybreak.processes import end_process_group, stop_signals_held
 from daybreak.text import one_line
 
 __all__ = ["EXECUTORS", "Executor", "ExecutorOptions", "LocalExecutor", "Trial", "TrialOutcome", "TrialsCancelled",
@@ -184,13 +184,14 @@ class LocalExecutor:
                 _check_cancel(cancel)
                 while waiting and len(running) < self.parallel and self._fits(trials[waiting[0]], free):
                     index = waiting.popleft()
-                    started = self._start(index, trials[index], free, finished)
+                    with stop_signals_held():  # a Ctrl-C or SIGTERM now finds the trial in `running`, and stops it
+                        started = self._start(index, trials[index], free, finished)
+                        if not isinstance(started, TrialOutcome):
+                            running[index] = started
                     if isinstance(started, TrialOutcome):  # could not even start
                         outcomes[index] = started
                         if on_done:
                             on_done(trials[index], started)
-                    else:
-                        running[index] = started
                 if not running:
                     continue
                 index, code, finished_at = self._next_finished(finished, trials, running, cancel)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
 from daybreak.errors import ConfigError, DaybreakError
+from daybreak.processes import release_stop_signals
 
 EXECUTORS = ("local", "slurm", "submitit-local")
 
@@ -117,19 +118,27 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(count)]
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that asks Linux to SIGTERM the trial when the process that started it dies, even by
-    SIGKILL (an experiment killed outright, a Slurm task's wrapper lost): the trial sits in a process group of its
-    own, so nothing else would stop it, and it would run on, writing its run directory, beside the experiment's
-    resumption. None where prctl does not exist (the trial then merely outlives such a death)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the forked child only calls it
-    except (OSError, AttributeError):
-        return None
+def _child_setup() -> Callable[[], None]:
+    """The trial's ``preexec_fn``: it takes SIGINT and SIGTERM again (the executor holds them back while it starts
+    and records a trial: daybreak.processes.stop_signals_held), and on Linux asks to be sent SIGTERM when the
+    process that started it dies, even by SIGKILL (an experiment killed outright, a Slurm task's wrapper lost): the
+    trial sits in a process group of its own, so nothing else would stop it, and it would run on, writing its run
+    directory, beside the experiment's resumption. Where prctl does not exist the trial merely outlives such a
+    death."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the forked child only calls it
+        except (OSError, AttributeError):
+            prctl = None
     pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
-    return lambda: prctl(pr_set_pdeathsig, sigterm)
+
+    def setup() -> None:
+        release_stop_signals()
+        if prctl is not None:
+            prctl(pr_set_pdeathsig, sigterm)
+
+    return setup
 
 
 def start_trial_process(argv: Sequence[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
@@ -138,4 +147,4 @@ def start_trial_process(argv: Sequence[str], log: Path, env: Mapping[str, str]) 
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env=dict(env), start_new_session=True, preexec_fn=_parent_death_signal())
+                                env=dict(env), start_new_session=True, preexec_fn=_child_setup())
