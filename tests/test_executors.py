@@ -439,3 +439,17 @@ def test_a_stop_signal_that_comes_while_a_trial_starts_still_stops_it(tmp_path, 
         LocalExecutor(parallel=1, gpus=[]).run([trial])
     [proc] = started
     assert proc.poll() == -signals.SIGTERM  # stopped by the executor, and it could take SIGTERM
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL"])
+def test_a_slurm_task_whose_trial_dies_of_a_signal_says_why(tmp_path, signame):
+    """At its time limit Slurm sends SIGTERM to every process of the job, then SIGKILL after its KillWait: on a busy
+    node the trial can die of either before the task's own handler runs (a CI rehearsal saw an outcome with no
+    reason). Either way the outcome names the signal and the likely causes."""
+    import signal as signals
+
+    code = f"import os, signal; os.kill(os.getpid(), signal.{signame})"
+    result = slurm.run_trial_on_node([sys.executable, "-c", code], str(tmp_path / "trial.log"), {}, 0)
+    assert result["exit_code"] == -getattr(signals, signame)
+    assert f"signal {signame} (scancel, preemption or the time limit" in result["error"]
+    assert "--slurm-time-min" in result["error"]

@@ -103,12 +103,21 @@ def run_trial_on_node(argv: Sequence[str], log: str, env: Mapping[str, str], dev
         error = _stopped_because(e, host, time.time() - started_at)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if error is None and proc.returncode == -signal.SIGTERM:
-        # Slurm signals every process of the job at its time limit (and on scancel): the trial can die of it before
-        # this task's own handler runs. Same cause, same message.
-        error = _stopped_because(_Terminated("signal SIGTERM"), host, time.time() - started_at)
+    if error is None and proc.returncode is not None and proc.returncode < 0:
+        # Slurm signals every process of the job at its time limit (and on scancel): SIGTERM, then SIGKILL after its
+        # KillWait; on a busy node the trial can die of either before this task's own handler runs. Same cause, same
+        # message.
+        error = _stopped_because(_Terminated(f"signal {_signal_name(-proc.returncode)}"), host,
+                                 time.time() - started_at)
     return {"exit_code": proc.returncode, "host": host, "started_at": started_at, "finished_at": time.time(),
             "error": error}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def _stopped_because(e: BaseException, host: str, ran_s: float) -> str:
