@@ -19,7 +19,7 @@ BUSY_FRACTION = 0.10  # other processes took more than 10% of the machine's CPU 
 BUSY_LOAD = 0.5  # or the 1-minute load average before the run exceeded half the logical CPUs
 
 
-def _machine_cpu_s() -> float | None:
+def machine_cpu_s() -> float | None:
     try:
         import psutil
 
@@ -60,7 +60,7 @@ def _our_cpu_s(cache: dict[int, float]) -> float | None:
         return None
 
 
-def _loadavg() -> list[float] | None:
+def loadavg() -> list[float] | None:
     try:
         return [round(v, 2) for v in os.getloadavg()]
     except (OSError, AttributeError):
@@ -148,16 +148,16 @@ class ContextSampler:
         self.load_before: list[float] | None = None
 
     def start(self) -> "ContextSampler":
-        self.load_before = _loadavg()
+        self.load_before = loadavg()
         self._t0 = time.monotonic()
-        self._machine0 = _machine_cpu_s()
+        self._machine0 = machine_cpu_s()
         self._ours0 = _our_cpu_s(self._cache)
         return self
 
     def stop(self) -> dict[str, Any]:
         wall = max(time.monotonic() - self._t0, 1e-9)
-        machine1, ours1 = _machine_cpu_s(), _our_cpu_s(self._cache)
-        fields: dict[str, Any] = {"load_avg_before": self.load_before, "load_avg_after": _loadavg(), "warnings": []}
+        machine1, ours1 = machine_cpu_s(), _our_cpu_s(self._cache)
+        fields: dict[str, Any] = {"load_avg_before": self.load_before, "load_avg_after": loadavg(), "warnings": []}
         cpus = os.cpu_count() or 1
         if None not in (machine1, ours1, self._machine0, self._ours0):
             own = max(ours1 - self._ours0, 0.0)  # type: ignore[operator]

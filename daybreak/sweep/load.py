@@ -13,30 +13,14 @@ from __future__ import annotations
 import os
 import time
 
+from daybreak.measure.context import loadavg, machine_cpu_s
 from daybreak.records.run import MeasurementContext
 from daybreak.records.throughput import BUSY_FRACTION, busy_text
-
-
-def _machine_cpu_s() -> float | None:
-    try:
-        import psutil
-
-        t = psutil.cpu_times()
-        return float(sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq")))
-    except Exception:  # noqa: BLE001 - the load is informative; a platform without it records nothing
-        return None
 
 
 def _own_cpu_s() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (OSError, AttributeError):
-        return None
 
 
 def logical_cpus() -> int:
@@ -51,14 +35,14 @@ class LoadMeter:
         self.load_before: list[float] | None = None
 
     def start(self) -> "LoadMeter":
-        self.load_before = _loadavg()
-        self.t0, self.machine0, self.own0 = time.monotonic(), _machine_cpu_s(), _own_cpu_s()
+        self.load_before = loadavg()
+        self.t0, self.machine0, self.own0 = time.monotonic(), machine_cpu_s(), _own_cpu_s()
         return self
 
     def stop(self) -> MeasurementContext:
         wall = max(time.monotonic() - self.t0, 1e-9)
-        machine, own = _machine_cpu_s(), max(_own_cpu_s() - self.own0, 0.0)
-        context = MeasurementContext(load_avg_before=self.load_before, load_avg_after=_loadavg(),
+        machine, own = machine_cpu_s(), max(_own_cpu_s() - self.own0, 0.0)
+        context = MeasurementContext(load_avg_before=self.load_before, load_avg_after=loadavg(),
                                      own_cpu_s=round(own, 3))
         if machine is not None and self.machine0 is not None:
             other = max(machine - self.machine0 - own, 0.0)
