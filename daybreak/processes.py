@@ -17,23 +17,28 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def stop_signals_held() -> Iterator[None]:
     """Hold SIGINT and SIGTERM back while a child is started and recorded as running: one arriving between the
     fork and the record would otherwise leave a child nobody stops (it would run on beside a resumed experiment,
-    writing into the run directory the resumption had just cleared). They are delivered when the block ends. A
-    child started inside the block must unblock them (``release_stop_signals`` in its ``preexec_fn``): a signal
-    mask survives exec. Only the main thread takes signals in Python, so elsewhere this does nothing."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    writing into the run directory the resumption had just cleared). Inside the block their Python handlers only
+    note the signal; the old handlers are put back and the noted signals raised again when the block ends. (A
+    signal mask would not do: it holds a signal back from the calling thread only, and the kernel hands a
+    process-directed signal to any other thread, a trial's waiter among them, whose flag the main thread then
+    acts on at once.) Python runs signal handlers in the main thread only, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    noted: list[int] = []
+    old: dict[int, Any] = {}
+    for sig in STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        if handler is None or handler is signal.SIG_IGN:  # installed outside Python, or ignored: left alone
+            continue
+        old[sig] = signal.signal(sig, lambda signum, _frame: noted.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def release_stop_signals() -> None:
-    """In a child started under ``stop_signals_held``: take SIGINT and SIGTERM again (a ``preexec_fn``)."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(noted):
+            signal.raise_signal(sig)
 
 
 def end_process_group(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:

@@ -22,6 +22,7 @@ from daybreak.leaderboard.web.pages import Site
 from daybreak.leaderboard.store.database import Store
 from daybreak.leaderboard.ingest.submission import SubmissionError
 from daybreak.leaderboard.web.app import Token, create_app, load_tokens
+from daybreak.leaderboard.web.limits import Limits
 
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -411,7 +412,8 @@ def server(tmp_path_factory):
     store = Store(f"sqlite:///{folder / 'served.sqlite'}")
     if ENTRIES.is_dir():
         import_paths(store, [ENTRIES])
-    app = create_app(store, tokens=[Token("tester", SECRET.encode())])
+    # one module's tests share this server and its per-address budgets: off, or a slow machine's run meets 429
+    app = create_app(store, tokens=[Token("tester", SECRET.encode())], limits=Limits(client_rate=0, client_work_s=0))
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False)
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
 from daybreak.errors import ConfigError, DaybreakError
-from daybreak.processes import release_stop_signals
 
 EXECUTORS = ("local", "slurm", "submitit-local")
 
@@ -119,12 +118,10 @@ def visible_gpus() -> list[str]:
 
 
 def _child_setup() -> Callable[[], None]:
-    """The trial's ``preexec_fn``: it takes SIGINT and SIGTERM again (the executor holds them back while it starts
-    and records a trial: daybreak.processes.stop_signals_held), and on Linux asks to be sent SIGTERM when the
-    process that started it dies, even by SIGKILL (an experiment killed outright, a Slurm task's wrapper lost): the
-    trial sits in a process group of its own, so nothing else would stop it, and it would run on, writing its run
-    directory, beside the experiment's resumption. Where prctl does not exist the trial merely outlives such a
-    death."""
+    """The trial's ``preexec_fn``: on Linux it asks to be sent SIGTERM when the process that started it dies, even
+    by SIGKILL (an experiment killed outright, a Slurm task's wrapper lost): the trial sits in a process group of
+    its own, so nothing else would stop it, and it would run on, writing its run directory, beside the experiment's
+    resumption. Where prctl does not exist the trial merely outlives such a death."""
     prctl = None
     if sys.platform.startswith("linux"):
         try:
@@ -134,7 +131,6 @@ def _child_setup() -> Callable[[], None]:
     pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
 
     def setup() -> None:
-        release_stop_signals()
         if prctl is not None:
             prctl(pr_set_pdeathsig, sigterm)
 
