@@ -88,6 +88,7 @@ def model_table(model: str, shape: str, threads: int, per_round: list[dict[tuple
     from daybreak.analysis.paired import paired_ratio
     from daybreak.measure.flops import format_flops
     from daybreak.records.throughput import compiler_name, is_busy, math_text, protocol_text
+    from daybreak.text import one_line
 
     rows = sorted(merged_rows(per_round), key=lambda r: (r.config.framework, r.config.amp, r.config.compile))
 
@@ -106,7 +107,7 @@ def model_table(model: str, shape: str, threads: int, per_round: list[dict[tuple
         others = f"{r.context.busy_fraction:.0%}" if r.context and r.context.busy_fraction is not None else "-"
         if r.status != "ok":
             lines.append(f"| {name} | {compiler_name(r)} | {math_text(r)} | - | - | - | - | - | {others} | "
-                         f"{r.status}: {(r.error or '')[:110].replace('|', '/')} |")
+                         f"{r.status}: {one_line(r.error or '').replace('|', '/')} |")
             continue
         est = paired_ratio(round_speeds(c.pytorch_eager_key()), round_speeds(r.key()), confidence=CONFIDENCE,
                            quantity="samples_per_s", lower_is_better=False)
