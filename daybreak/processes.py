@@ -35,10 +35,10 @@ def stop_signals_held() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(noted):
-            signal.raise_signal(sig)
+        for held, handler in old.items():
+            signal.signal(held, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
 
 
 def end_process_group(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
