@@ -183,3 +183,14 @@ def fake_rapl(tmp_path, monkeypatch):
                                                           monotonic=time.monotonic, time=time.time))
     monkeypatch.setattr(en, "_file_reader", lambda path: (lambda: int(last.t * FAKE_WATTS * 1e6)))
     return zone
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny CPU models at one thread: on a shared 2-core machine two threads per process run 10x slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from daybreak.errors import ConfigError
 from daybreak.records.throughput import ThroughputConfig, load_results
@@ -198,13 +197,6 @@ def _describe(case, weights: Path | None = None):
     assert said["framework"] == "mxnet" and said["version"] == "1.9.1"
     return eq.Figures(params=said["params"], losses=said["losses"], flops_per_step=said["flops_per_step"])
 
-
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.slow

@@ -333,14 +333,6 @@ def test_slurm_configurations_carry_their_framework():
 REFERENCE = {"resnet50": 25_557_032, "bert_base": 109_514_298}  # parameters, the MLM head included
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny CPU models at one thread: on a shared 2-core machine two threads per process run 10x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _load(model: torch.nn.Module, weights: dict) -> torch.nn.Module:
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
